@@ -1,0 +1,80 @@
+# Attention, from lookup to Transformer -- every command a learner, instructor or reader needs.
+# Each target bootstraps .venv from the pinned constraints.txt the first time, and does no
+# work the second time that it need not do (make's own dependency tracking, plus stamp files).
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+LESSON ?=
+# EDITION=student builds the book without any solution code (for graded courses).
+EDITION ?= solutions
+MATHJAX_VERSION := 3.2.2
+MATHJAX := build/mathjax/mathjax/tex-mml-chtml.js
+
+LESSON_SOURCES := $(wildcard solutions/lesson*/*.md)
+# notebooks/<lesson>/<name>.ipynb is generated from solutions/<lesson>/<name>.md
+STUDENT_NOTEBOOKS := $(patsubst solutions/%.md,notebooks/%.ipynb,$(LESSON_SOURCES))
+LIBRARY := $(shell find solutions/attention_ref coursekit -name '*.py' 2>/dev/null)
+BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
+BOOK_INDEX := book/_build/$(EDITION)/html/index.html
+
+.PHONY: help install book lab check notebooks test autograde feedback clean
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make book        build the Jupyter Book (every lesson executed) and print where it is"
+	@echo "make test        run the whole test suite (grading chain, reference library, book)"
+	@echo "make lab         open JupyterLab on your own copy of the student notebooks (work/)"
+	@echo "make check       grade your copy of the lessons (LESSON=lesson01 for one)"
+	@echo "make notebooks   regenerate the student edition in notebooks/ from solutions/"
+	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON with nbgrader"
+	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON"
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[course,test]"
+	@touch $@
+
+# MathJax is served from the book itself (no CDN): fetched from the npm registry at build time,
+# never committed. Only the combined script and its fonts are kept.
+$(MATHJAX):
+	@mkdir -p build/mathjax/mathjax
+	cd build && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null
+	tar -xzf build/mathjax-$(MATHJAX_VERSION).tgz -C build/mathjax/mathjax --strip-components=2 \
+	    package/es5/tex-mml-chtml.js package/es5/output/chtml/fonts/woff-v2
+	@rm -f build/mathjax-$(MATHJAX_VERSION).tgz
+	@touch $@
+
+book: $(BOOK_INDEX)
+	@echo "The book is at $(abspath $(BOOK_INDEX))"
+
+$(BOOK_INDEX): $(STAMP) $(MATHJAX) $(LESSON_SOURCES) $(LIBRARY) $(BOOK_PAGES)
+	$(PY) -m coursekit.book --edition $(EDITION)
+
+notebooks: $(STUDENT_NOTEBOOKS)
+
+notebooks/%.ipynb: solutions/%.md $(STAMP)
+	$(PY) -m coursekit.release $(firstword $(subst /, ,$*))
+
+lab: $(STAMP) notebooks
+	$(PY) -m coursekit.workspace
+	$(VENV)/bin/jupyter lab --notebook-dir=work
+
+check: $(STAMP)
+	$(PY) -m coursekit.selfcheck $(LESSON)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+autograde: $(STAMP)
+	$(VENV)/bin/nbgrader autograde $(or $(LESSON),$(error give LESSON=lessonNN))
+
+feedback: $(STAMP)
+	$(VENV)/bin/nbgrader generate_feedback $(or $(LESSON),$(error give LESSON=lessonNN))
+
+clean:
+	rm -rf book/_build book/lessons build solutions/*/*.ipynb

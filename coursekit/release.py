@@ -1,0 +1,40 @@
+"""Generate the student edition of lessons into notebooks/ with stock nbgrader.
+
+``python -m coursekit.release [lesson01 ...]`` (all lessons when none is named). The learner's
+own copies live in work/ and are never touched here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from .lessons import ROOT, all_lessons, lesson
+from .sources import sync_sources
+
+
+def nbgrader(*args: str, root: Path = ROOT) -> subprocess.CompletedProcess:
+    """Run the nbgrader CLI of this environment in ``root`` (a course directory)."""
+    exe = Path(sys.executable).with_name("nbgrader")
+    return subprocess.run([str(exe), *args], cwd=root, capture_output=True, text=True, check=False)
+
+
+def release(assignment: str, root: Path = ROOT) -> None:
+    """nbgrader generate_assignment: strip solutions and hidden tests, clear outputs."""
+    result = nbgrader("generate_assignment", assignment, "--force", "--no-db", root=root)
+    if result.returncode != 0:
+        raise SystemExit(f"nbgrader generate_assignment {assignment} failed:\n{result.stderr}")
+
+
+def main(argv: list[str]) -> None:
+    sync_sources()
+    names = argv or [item.assignment for item in all_lessons()]
+    for name in names:
+        item = lesson(name)
+        release(item.assignment)
+        print(f"wrote {item.student_notebook.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,44 @@
+"""Turn the solved lessons' MyST sources into the .ipynb files nbgrader reads.
+
+The .md file is the single source of a lesson (reviewable diffs, nbgrader metadata kept by
+jupytext). nbgrader only reads .ipynb, so the notebook is derived next to it, git-ignored,
+and rewritten only when the source changed. nbgrader_config.py calls ``sync_sources`` so that
+stock ``nbgrader`` commands work from the repo root on a fresh clone.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+from .lessons import ROOT, all_lessons
+
+
+def source_to_notebook(md_path: Path) -> nbformat.NotebookNode:
+    """Read a lesson source; drop jupytext's own metadata, which would differ between versions."""
+    nb = jupytext.read(md_path)
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata.setdefault("language_info", {"name": "python"})
+    return nb
+
+
+def sync_sources(root: Path = ROOT) -> list[Path]:
+    """Write every stale solutions/<lesson>/<name>.ipynb; return the ones written."""
+    written = []
+    for item in all_lessons(root):
+        target = item.source_notebook
+        text = nbformat.writes(source_to_notebook(item.source)) + "\n"
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+            written.append(target)
+    return written
+
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT
+    for path in sync_sources(root):
+        print(f"wrote {path.relative_to(root)}")

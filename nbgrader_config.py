@@ -1,0 +1,31 @@
+"""nbgrader configuration of the course; stock nbgrader commands work from the repo root.
+
+    nbgrader generate_assignment lesson01      # solutions/lesson01 -> notebooks/lesson01
+    nbgrader autograde lesson01                # submitted/<student>/lesson01 -> autograded/
+    nbgrader generate_feedback lesson01        # -> feedback/<student>/lesson01
+    nbgrader export                            # grades.csv
+"""
+
+from pathlib import Path
+
+c = get_config()  # noqa: F821 -- provided by traitlets when nbgrader loads this file
+
+c.CourseDirectory.course_id = "attention-course"
+# The solved lessons are nbgrader's "source"; the student edition is its "release".
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+# The .md is the lesson's source text, not a file for students; the notebook derived from it is.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.md"]
+
+# A cell may run this long before it is interrupted and the rest of the notebook is graded.
+c.ExecutePreprocessor.timeout = 60
+c.Execute.timeout = 60
+
+# Lesson sources are MyST markdown (solutions/<lesson>/<name>.md); nbgrader reads .ipynb. Derive
+# the notebooks now, so a fresh clone works with stock nbgrader and no make step first.
+try:
+    from coursekit.sources import sync_sources
+except ImportError:  # nbgrader run outside the course's environment: use the notebooks as they are
+    pass
+else:
+    sync_sources(Path(__file__).resolve().parent)

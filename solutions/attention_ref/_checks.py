@@ -1,0 +1,87 @@
+"""Input validation shared by the NumPy and PyTorch references.
+
+Both backends expose ``.shape`` and ``.ndim``, so every check here works on either and the
+error messages read the same whichever library a learner uses.
+"""
+
+from __future__ import annotations
+
+
+def _fmt(shape) -> str:
+    return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def require_ndim(name: str, x, at_least: int, layout: str) -> None:
+    """Raise ValueError unless ``x`` has at least ``at_least`` dimensions."""
+    if x.ndim < at_least:
+        raise ValueError(
+            f"{name} must have shape {layout} (at least {at_least} dims), got shape {_fmt(x.shape)}"
+        )
+
+
+def require_same_size(what: str, a_name: str, a, a_axis: int, b_name: str, b, b_axis: int) -> None:
+    """Raise ValueError unless ``a.shape[a_axis] == b.shape[b_axis]``."""
+    if a.shape[a_axis] != b.shape[b_axis]:
+        raise ValueError(
+            f"{what} differs: {a_name} has shape {_fmt(a.shape)} ({a.shape[a_axis]}) but "
+            f"{b_name} has shape {_fmt(b.shape)} ({b.shape[b_axis]})"
+        )
+
+
+def broadcast_batch(names_and_arrays: list[tuple[str, object]], core_dims: int) -> tuple[int, ...]:
+    """Check that the leading (batch) dimensions broadcast; return the broadcast batch shape.
+
+    The last ``core_dims`` dimensions of each array are its own (e.g. ``n_q, d_k``), the rest
+    are batch dimensions, which follow NumPy's broadcasting rules.
+    """
+    batches = [tuple(a.shape[: a.ndim - core_dims]) for _, a in names_and_arrays]
+    width = max(len(b) for b in batches)
+    out = [1] * width
+    for batch in batches:
+        for i, size in enumerate((1,) * (width - len(batch)) + batch):
+            if size != 1 and out[i] not in (1, size):
+                listing = ", ".join(f"{n} {_fmt(a.shape)}" for n, a in names_and_arrays)
+                raise ValueError(f"batch dimensions do not broadcast: {listing}")
+            if size != 1:
+                out[i] = size
+    return tuple(out)
+
+
+def require_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+
+
+# ---- the shape contract of each function, shared by both backends ------------------------
+
+
+def scores_inputs(queries, keys) -> None:
+    """queries ``(..., n_q, d_k)`` and keys ``(..., n_k, d_k)``."""
+    require_ndim("queries", queries, 2, "(..., n_q, d_k)")
+    require_ndim("keys", keys, 2, "(..., n_k, d_k)")
+    require_same_size("d_k", "queries", queries, -1, "keys", keys, -1)
+    broadcast_batch([("queries", queries), ("keys", keys)], core_dims=2)
+
+
+def weighted_sum_inputs(weights, values) -> None:
+    """weights ``(..., n_q, n_k)`` and values ``(..., n_k, d_v)``."""
+    require_ndim("weights", weights, 2, "(..., n_q, n_k)")
+    require_ndim("values", values, 2, "(..., n_k, d_v)")
+    require_same_size("n_k", "weights", weights, -1, "values", values, -2)
+    broadcast_batch([("weights", weights), ("values", values)], core_dims=2)
+
+
+def keys_values_inputs(keys, values) -> None:
+    """keys ``(..., n_k, d_k)`` and values ``(..., n_k, d_v)``: one value per key."""
+    require_ndim("keys", keys, 2, "(..., n_k, d_k)")
+    require_ndim("values", values, 2, "(..., n_k, d_v)")
+    require_same_size("n_k", "keys", keys, -2, "values", values, -2)
+
+
+def kernel_regression_inputs(x_query, x_keys, y_values, bandwidth) -> None:
+    """x_query ``(..., n_q)``, x_keys ``(..., n_k)``, y_values ``(..., n_k)``."""
+    require_positive("bandwidth", bandwidth)
+    require_ndim("x_query", x_query, 1, "(..., n_q)")
+    require_ndim("x_keys", x_keys, 1, "(..., n_k)")
+    require_ndim("y_values", y_values, 1, "(..., n_k)")
+    require_same_size("n_k", "x_keys", x_keys, -1, "y_values", y_values, -1)

@@ -1,0 +1,87 @@
+"""Lesson 1, Retrieval as attention -- PyTorch reference.
+
+The same functions, names and signatures as ``attention_ref.np.retrieval``. Nothing here
+moves data between devices: each function runs on the device its inputs live on.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _checks
+
+
+def as_float_tensor(name: str, x) -> torch.Tensor:
+    """Refuse anything but a floating-point tensor, with a TypeError that names the input."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must hold floating-point numbers, got dtype {x.dtype}")
+    return x
+
+
+def dot_scores(queries, keys) -> torch.Tensor:
+    """Similarity of every query with every key: ``queries @ keys^T``.
+
+    queries ``(..., n_q, d_k)``, keys ``(..., n_k, d_k)`` -> scores ``(..., n_q, n_k)``.
+    """
+    queries, keys = as_float_tensor("queries", queries), as_float_tensor("keys", keys)
+    _checks.scores_inputs(queries, keys)
+    return queries @ keys.transpose(-1, -2)
+
+
+def softmax(x, axis: int = -1) -> torch.Tensor:
+    """Numerically stable softmax along ``axis``; an all -inf slice gives zeros, not NaN.
+
+    Half-precision inputs are computed in float32 and returned in their own dtype.
+    """
+    x = as_float_tensor("x", x)
+    if x.ndim == 0:
+        raise ValueError("softmax needs at least one dimension, got a scalar")
+    work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    peak = work.amax(dim=axis, keepdim=True)
+    peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))
+    exps = torch.exp(work - peak)
+    total = exps.sum(dim=axis, keepdim=True)
+    out = exps / torch.where(total == 0, torch.ones_like(total), total)
+    return out.to(x.dtype)
+
+
+def normalize_weights(similarities, axis: int = -1) -> torch.Tensor:
+    """Divide non-negative similarities by their sum along ``axis`` (seed 003's normalized form)."""
+    sims = as_float_tensor("similarities", similarities)
+    if bool((sims < 0).any()):
+        raise ValueError("similarities must be non-negative to be normalized by their sum")
+    total = sims.sum(dim=axis, keepdim=True)
+    if bool((total == 0).any()):
+        raise ValueError("a row of similarities sums to zero and cannot be normalized")
+    return sims / total
+
+
+def weighted_sum(weights, values) -> torch.Tensor:
+    """Sum of the values weighted by ``weights``: ``weights @ values``.
+
+    weights ``(..., n_q, n_k)``, values ``(..., n_k, d_v)`` -> output ``(..., n_q, d_v)``.
+    """
+    weights, values = as_float_tensor("weights", weights), as_float_tensor("values", values)
+    _checks.weighted_sum_inputs(weights, values)
+    return weights @ values
+
+
+def soft_lookup(queries, keys, values, temperature: float = 1.0) -> torch.Tensor:
+    """Soft dictionary lookup: ``softmax(queries @ keys^T / temperature) @ values``."""
+    _checks.require_positive("temperature", temperature)
+    keys, values = as_float_tensor("keys", keys), as_float_tensor("values", values)
+    _checks.keys_values_inputs(keys, values)
+    weights = softmax(dot_scores(queries, keys) / temperature, axis=-1)
+    return weighted_sum(weights, values)
+
+
+def kernel_regression(x_query, x_keys, y_values, bandwidth: float = 1.0) -> torch.Tensor:
+    """Nadaraya-Watson kernel regression with a Gaussian kernel (see the NumPy twin)."""
+    xq = as_float_tensor("x_query", x_query)
+    xk = as_float_tensor("x_keys", x_keys)
+    yv = as_float_tensor("y_values", y_values)
+    _checks.kernel_regression_inputs(xq, xk, yv, bandwidth)
+    logits = -((xq[..., :, None] - xk[..., None, :]) ** 2) / (2.0 * bandwidth**2)
+    return weighted_sum(softmax(logits, axis=-1), yv[..., :, None])[..., 0]
