@@ -7,6 +7,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# nbgrader runs `alembic` (and the kernel) from PATH: the environment's tools come first.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 LESSON ?=
 # EDITION=student builds the book without any solution code (for graded courses).
 EDITION ?= solutions

@@ -6,6 +6,7 @@ own copies live in work/ and are never touched here.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +16,15 @@ from .sources import sync_sources
 
 
 def nbgrader(*args: str, root: Path = ROOT) -> subprocess.CompletedProcess:
-    """Run the nbgrader CLI of this environment in ``root`` (a course directory)."""
-    exe = Path(sys.executable).with_name("nbgrader")
-    return subprocess.run([str(exe), *args], cwd=root, capture_output=True, text=True, check=False)
+    """Run the nbgrader CLI of this environment in ``root`` (a course directory).
+
+    nbgrader runs ``alembic`` from PATH when it opens a gradebook, so this environment's bin
+    folder goes first on PATH.
+    """
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run([str(bindir / "nbgrader"), *args], cwd=root, env=env,
+                          capture_output=True, text=True, check=False)
 
 
 def release(assignment: str, root: Path = ROOT) -> None:

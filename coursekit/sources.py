@@ -8,6 +8,7 @@ stock ``nbgrader`` commands work from the repo root on a fresh clone.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -23,7 +24,25 @@ def source_to_notebook(md_path: Path) -> nbformat.NotebookNode:
     nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.setdefault("language_info", {"name": "python"})
+    _stable_cell_ids(nb)
     return nb
+
+
+def _stable_cell_ids(nb: nbformat.NotebookNode) -> None:
+    """Cell ids that depend on the source only, so that regenerating changes nothing.
+
+    Graded cells are named by their grade_id; others by a hash of their text.
+    """
+    seen: set[str] = set()
+    for cell in nb.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        base = grade_id or "c-" + hashlib.sha1(cell.source.encode("utf-8")).hexdigest()[:10]
+        cell_id, n = base, 1
+        while cell_id in seen:
+            n += 1
+            cell_id = f"{base}-{n}"
+        seen.add(cell_id)
+        cell["id"] = cell_id
 
 
 def sync_sources(root: Path = ROOT) -> list[Path]:

@@ -20,6 +20,13 @@ def as_float_tensor(name: str, x) -> torch.Tensor:
     return x
 
 
+def upcast(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Half-precision tensors as float32: scores rounded to fp16/bf16 before the softmax lose
+    most of their precision (F.scaled_dot_product_attention also computes in float32 on the CPU).
+    """
+    return tuple(t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors)
+
+
 def dot_scores(queries, keys) -> torch.Tensor:
     """Similarity of every query with every key: ``queries @ keys^T``.
 
@@ -38,7 +45,7 @@ def softmax(x, axis: int = -1) -> torch.Tensor:
     x = as_float_tensor("x", x)
     if x.ndim == 0:
         raise ValueError("softmax needs at least one dimension, got a scalar")
-    work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    (work,) = upcast(x)
     peak = work.amax(dim=axis, keepdim=True)
     peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))
     exps = torch.exp(work - peak)
@@ -73,8 +80,10 @@ def soft_lookup(queries, keys, values, temperature: float = 1.0) -> torch.Tensor
     _checks.require_positive("temperature", temperature)
     keys, values = as_float_tensor("keys", keys), as_float_tensor("values", values)
     _checks.keys_values_inputs(keys, values)
+    dtype = values.dtype
+    queries, keys, values = upcast(as_float_tensor("queries", queries), keys, values)
     weights = softmax(dot_scores(queries, keys) / temperature, axis=-1)
-    return weighted_sum(weights, values)
+    return weighted_sum(weights, values).to(dtype)
 
 
 def kernel_regression(x_query, x_keys, y_values, bandwidth: float = 1.0) -> torch.Tensor:
@@ -83,5 +92,7 @@ def kernel_regression(x_query, x_keys, y_values, bandwidth: float = 1.0) -> torc
     xk = as_float_tensor("x_keys", x_keys)
     yv = as_float_tensor("y_values", y_values)
     _checks.kernel_regression_inputs(xq, xk, yv, bandwidth)
+    dtype = yv.dtype
+    xq, xk, yv = upcast(xq, xk, yv)
     logits = -((xq[..., :, None] - xk[..., None, :]) ** 2) / (2.0 * bandwidth**2)
-    return weighted_sum(softmax(logits, axis=-1), yv[..., :, None])[..., 0]
+    return weighted_sum(softmax(logits, axis=-1), yv[..., :, None])[..., 0].to(dtype)

@@ -1,0 +1,89 @@
+"""The grading chain, end to end through real nbgrader (see chain/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from coursekit.lessons import all_lessons
+
+from .mistakes import all_mistakes
+
+MISTAKES = all_mistakes()
+
+LESSONS = all_lessons()
+pytestmark = pytest.mark.chain
+
+
+def _failures(result) -> str:
+    return "\n".join(f"  {c.grade_id}: {c.score}/{c.max_score} {c.message}" for c in result.cells if not c.passed)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
+def test_solved_lesson_scores_full_marks(graded, lesson):
+    result = graded[lesson.assignment, "solved"]
+    assert result.max_score > 0 and len(result.cells) >= 4, "a lesson has at least 4 graded test cells"
+    assert result.score == result.max_score, f"the solved lesson lost points:\n{_failures(result)}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
+def test_solved_lesson_executes_without_error(graded, lesson):
+    """autograde ran the whole solved notebook, hidden tests included, top to bottom."""
+    result = graded[lesson.assignment, "solved"]
+    assert result.errors == [], f"cells of the solved {lesson.assignment} raised: {result.errors}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
+def test_student_edition_scores_zero(graded, lesson):
+    result = graded[lesson.assignment, "blank"]
+    passed = [c.grade_id for c in result.cells if c.score > 0]
+    assert result.score == 0, f"the unanswered student edition earns points in {passed}"
+    assert all("NotImplementedError" in c.message for c in result.cells), _failures(result)
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.student)
+def test_planted_mistake_loses_exactly_its_points(graded, mistake):
+    result = graded[mistake.lesson, mistake.student]
+    known = {c.grade_id for c in result.cells}
+    assert mistake.fails <= known, f"unknown test cells {sorted(mistake.fails - known)}"
+    assert result.failed == mistake.fails, (
+        f"{mistake.name}: expected to fail {sorted(mistake.fails)}, failed {sorted(result.failed)}\n"
+        f"{_failures(result)}")
+    lost = sum(c.max_score for c in result.cells if c.grade_id in mistake.fails)
+    assert result.score == result.max_score - lost
+    for cell in result.cells:
+        if not cell.passed:
+            assert cell.message and "Traceback" not in cell.message, cell.message
+    print(f"{mistake.student}: {result.score:g}/{result.max_score:g}")
+
+
+def test_every_lesson_has_planted_mistakes():
+    for lesson in LESSONS:
+        count = sum(m.lesson == lesson.assignment for m in MISTAKES)
+        assert count >= 3 if lesson.assignment == "lesson01" else count >= 2, lesson.assignment
+
+
+def _comparable(path) -> dict:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return nbformat.from_dict(nb)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
+def test_committed_student_edition_matches_generated(course, lesson):
+    """notebooks/ is exactly what `make notebooks` (nbgrader generate_assignment) produces."""
+    generated = _comparable(course / "notebooks" / lesson.assignment / f"{lesson.name}.ipynb")
+    committed = _comparable(lesson.student_notebook)
+    assert committed == generated, (
+        f"{lesson.student_notebook} is out of date with solutions/{lesson.assignment}: run `make notebooks`")
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
+def test_student_edition_has_no_solutions_hidden_tests_or_outputs(lesson):
+    text = lesson.student_notebook.read_text(encoding="utf-8")
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "as _ref"):
+        assert marker not in text, f"{lesson.student_notebook} contains {marker!r}"
+    nb = nbformat.reads(text, as_version=4)
+    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    assert not dirty, f"cells {dirty} of {lesson.student_notebook} carry outputs"
