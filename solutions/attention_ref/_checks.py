@@ -85,3 +85,13 @@ def kernel_regression_inputs(x_query, x_keys, y_values, bandwidth) -> None:
     require_ndim("x_keys", x_keys, 1, "(..., n_k)")
     require_ndim("y_values", y_values, 1, "(..., n_k)")
     require_same_size("n_k", "x_keys", x_keys, -1, "y_values", y_values, -1)
+
+
+def mask_fits(mask, scores_shape: tuple, scores_layout: str = "(..., n_q, n_k)") -> None:
+    """A boolean mask must broadcast to the attention scores (True = may attend)."""
+    shape = tuple(mask.shape)
+    fits = len(shape) <= len(scores_shape) and all(
+        m in (1, s) for m, s in zip(shape[::-1], tuple(scores_shape)[::-1]))
+    if not fits:
+        raise ValueError(f"mask of shape {_fmt(shape)} does not broadcast to the attention "
+                         f"scores {scores_layout} = {_fmt(scores_shape)}")

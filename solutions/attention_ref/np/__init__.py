@@ -1,22 +1,16 @@
 """NumPy reference: every function the lessons build, importable by name.
 
 ``from attention_ref.np import softmax`` -- the same names exist in ``attention_ref.pt``.
+Each lesson's functions live in their own module; add a lesson's exports in its own block.
 """
 
-from .retrieval import (
-    dot_scores,
-    kernel_regression,
-    normalize_weights,
-    soft_lookup,
-    softmax,
-    weighted_sum,
-)
+# lesson 1 -- retrieval as attention
+from .retrieval import dot_scores, kernel_regression, normalize_weights, soft_lookup, softmax, weighted_sum
+
+# lesson 2 -- scaled dot-product attention (the mask of lesson 3 included)
+from .sdpa import attention_weights, scaled_dot_product_attention
 
 __all__ = [
-    "dot_scores",
-    "kernel_regression",
-    "normalize_weights",
-    "soft_lookup",
-    "softmax",
-    "weighted_sum",
+    "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
+    "attention_weights", "scaled_dot_product_attention",
 ]

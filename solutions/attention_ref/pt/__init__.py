@@ -1,25 +1,19 @@
 """PyTorch reference: the same names as attention_ref.np, device-agnostic.
 
 ``pick_device()`` chooses cuda > mps > cpu once; each function runs where its inputs live.
+Each lesson's functions live in their own module; add a lesson's exports in its own block.
 """
 
 from .device import available_devices, pick_device
-from .retrieval import (
-    dot_scores,
-    kernel_regression,
-    normalize_weights,
-    soft_lookup,
-    softmax,
-    weighted_sum,
-)
+
+# lesson 1 -- retrieval as attention
+from .retrieval import dot_scores, kernel_regression, normalize_weights, soft_lookup, softmax, weighted_sum
+
+# lesson 2 -- scaled dot-product attention (the mask of lesson 3 included)
+from .sdpa import attention_weights, scaled_dot_product_attention
 
 __all__ = [
-    "available_devices",
-    "pick_device",
-    "dot_scores",
-    "kernel_regression",
-    "normalize_weights",
-    "soft_lookup",
-    "softmax",
-    "weighted_sum",
+    "available_devices", "pick_device",
+    "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
+    "attention_weights", "scaled_dot_product_attention",
 ]

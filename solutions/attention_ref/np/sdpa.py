@@ -1,0 +1,45 @@
+"""Lesson 2, Scaled dot-product attention (Eq. 1 of the paper) -- NumPy reference.
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
+
+with the optional boolean mask of lesson 3: True = may attend. Masked scores are set to -inf
+before the softmax (the paper's "masking out (setting to -inf) ... illegal connections"); a
+query whose keys are all masked gets zero weights and a zero output, never NaN.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _checks
+from .retrieval import as_float_array, dot_scores, softmax, weighted_sum
+
+
+def as_bool_mask(mask) -> np.ndarray:
+    """The mask as a boolean array; anything else is a TypeError (True = may attend)."""
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_:
+        raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+    return mask
+
+
+def attention_weights(queries, keys, mask=None) -> np.ndarray:
+    """softmax(Q K^T / sqrt(d_k)) over the keys, masked keys excluded: ``(..., n_q, n_k)``."""
+    queries = as_float_array("queries", queries)
+    scores = dot_scores(queries, keys) / np.sqrt(queries.shape[-1])
+    if mask is not None:
+        mask = as_bool_mask(mask)
+        _checks.mask_fits(mask, scores.shape)
+        scores = np.where(mask, scores, -np.inf)
+    return softmax(scores, axis=-1)
+
+
+def scaled_dot_product_attention(queries, keys, values, mask=None) -> np.ndarray:
+    """Eq. (1): softmax(Q K^T / sqrt(d_k)) V, with an optional boolean mask (True = may attend).
+
+    queries ``(..., n_q, d_k)``, keys ``(..., n_k, d_k)``, values ``(..., n_k, d_v)``,
+    mask broadcastable to ``(..., n_q, n_k)`` -> output ``(..., n_q, d_v)``.
+    """
+    keys, values = as_float_array("keys", keys), as_float_array("values", values)
+    _checks.keys_values_inputs(keys, values)
+    return weighted_sum(attention_weights(queries, keys, mask), values)
