@@ -7,13 +7,11 @@ import json
 import nbformat
 import pytest
 
-from coursekit.lessons import all_lessons
-
 from .mistakes import all_mistakes
+from .selection import selected_lessons, selected_mistakes
 
-MISTAKES = all_mistakes()
-
-LESSONS = all_lessons()
+LESSONS = selected_lessons()
+MISTAKES = selected_mistakes()
 pytestmark = pytest.mark.chain
 
 
@@ -61,7 +59,7 @@ def test_planted_mistake_loses_exactly_its_points(graded, mistake):
 
 def test_every_lesson_has_planted_mistakes():
     for lesson in LESSONS:
-        count = sum(m.lesson == lesson.assignment for m in MISTAKES)
+        count = sum(m.lesson == lesson.assignment for m in all_mistakes())
         assert count >= 3 if lesson.assignment == "lesson01" else count >= 2, lesson.assignment
 
 

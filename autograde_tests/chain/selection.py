@@ -1,0 +1,22 @@
+"""Which lessons the chain tests grade: all, or those named in COURSE_LESSONS.
+
+    COURSE_LESSONS=lesson02,lesson03 pytest autograde_tests/chain   # while writing a lesson
+"""
+
+from __future__ import annotations
+
+import os
+
+from coursekit.lessons import all_lessons
+
+from .mistakes import all_mistakes
+
+
+def selected_lessons():
+    wanted = {name.strip() for name in os.environ.get("COURSE_LESSONS", "").split(",") if name.strip()}
+    return [item for item in all_lessons() if not wanted or item.assignment in wanted]
+
+
+def selected_mistakes():
+    names = {item.assignment for item in selected_lessons()}
+    return [m for m in all_mistakes() if m.lesson in names]
