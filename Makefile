@@ -20,9 +20,9 @@ LESSON_SOURCES := $(wildcard solutions/lesson*/*.md)
 STUDENT_NOTEBOOKS := $(patsubst solutions/%.md,notebooks/%.ipynb,$(LESSON_SOURCES))
 LIBRARY := $(shell find solutions/attention_ref coursekit -name '*.py' 2>/dev/null)
 BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
-BOOK_INDEX := book/_build/$(EDITION)/html/index.html
+BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
 
-.PHONY: help install book lab check notebooks test autograde feedback clean
+.PHONY: help install book lab check notebooks test browser autograde feedback clean
 .DEFAULT_GOAL := help
 
 help:
@@ -54,12 +54,12 @@ $(MATHJAX):
 book: $(BOOK_INDEX)
 	@echo "The book is at $(abspath $(BOOK_INDEX))"
 
-$(BOOK_INDEX): $(STAMP) $(MATHJAX) $(LESSON_SOURCES) $(LIBRARY) $(BOOK_PAGES)
+$(BOOK_INDEX): $(MATHJAX) $(LESSON_SOURCES) $(LIBRARY) $(BOOK_PAGES) | $(STAMP)
 	$(PY) -m coursekit.book --edition $(EDITION)
 
 notebooks: $(STUDENT_NOTEBOOKS)
 
-notebooks/%.ipynb: solutions/%.md $(STAMP)
+notebooks/%.ipynb: solutions/%.md | $(STAMP)
 	$(PY) -m coursekit.release $(firstword $(subst /, ,$*))
 
 lab: $(STAMP) notebooks
@@ -69,8 +69,17 @@ lab: $(STAMP) notebooks
 check: $(STAMP)
 	$(PY) -m coursekit.selfcheck $(LESSON)
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest
+
+# The browser tests need Debian's Chromium (Playwright's own browser download cannot work
+# offline). Installed here when we are root with apt; otherwise those tests skip (fail under CI).
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "Chromium not found: the browser tests will skip (apt-get install chromium)"; fi; }
 
 autograde: $(STAMP)
 	$(VENV)/bin/nbgrader autograde $(or $(LESSON),$(error give LESSON=lessonNN))

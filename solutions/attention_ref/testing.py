@@ -22,6 +22,14 @@ def to_numpy(x) -> np.ndarray:
     return np.asarray(x)
 
 
+def _num(x) -> str:
+    """A number as a person writes it (not ``np.float32(0.5)``)."""
+    try:
+        return f"{float(x):.6g}"
+    except (TypeError, ValueError):
+        return repr(x)
+
+
 def _fail(what: str, problem: str, hint: str | None) -> None:
     message = f"{what}: {problem}"
     if hint:
@@ -46,14 +54,14 @@ def expect_close(actual, expected, what: str, hint: str | None = None,
     bad = ~np.isfinite(got) & np.isfinite(want)
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
-        _fail(what, f"got {got[index]} at index {index} where {want[index]} was expected "
+        _fail(what, f"got {_num(got[index])} at index {index} where {_num(want[index])} was expected "
                     "(NaN or inf: an overflow?)", hint)
     if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
         diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
         diff = np.where(np.isnan(diff), np.inf, diff)
         index = tuple(int(i) for i in np.unravel_index(np.argmax(diff), diff.shape))
         _fail(what, f"values differ by up to {diff[index]:.3g}: at index {index} got "
-                    f"{got[index]!r}, expected {want[index]!r}", hint)
+                    f"{_num(got[index])}, expected {_num(want[index])}", hint)
 
 
 def expect_raises(error: type[BaseException], call, what: str, hint: str | None = None) -> None:

@@ -1,0 +1,88 @@
+"""The book as `make book` builds it: every lesson executed, figures, local MathJax, solutions
+folded, hidden tests nowhere. (A real browser looks at it in test_book_browser.py.)"""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from coursekit.lessons import ROOT, all_lessons
+
+pytestmark = pytest.mark.book
+HTML = ROOT / "book" / "_build" / "solutions" / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def book():
+    """Build the book once per session with the README's command (a no-op when up to date)."""
+    result = subprocess.run(["make", "book"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, f"make book failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert (HTML / "index.html").exists()
+    return HTML
+
+
+def _text(page: Path) -> str:
+    """The page's visible text, tags stripped (what a reader could see or copy)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+
+
+def _hidden_test_lines(source: Path) -> list[str]:
+    lines, inside = [], False
+    for line in source.read_text(encoding="utf-8").splitlines():
+        if "### BEGIN HIDDEN TESTS" in line:
+            inside = True
+        elif "### END HIDDEN TESTS" in line:
+            inside = False
+        elif inside and len(line.strip()) > 25:
+            lines.append(line.strip())
+    return lines
+
+
+@pytest.mark.parametrize("lesson", all_lessons(), ids=lambda item: item.assignment)
+def test_lesson_page_is_executed_with_figures(book, lesson):
+    page = book / "lessons" / f"{lesson.name}.html"
+    assert page.exists(), f"{lesson.assignment} is not in the book (book/_toc.yml)"
+    text = page.read_text(encoding="utf-8")
+    images = re.findall(r'<img[^>]+src="\.\./(_images/[^"]+\.png)"', text)
+    assert len(images) >= 2, f"{page.name} shows {len(images)} figures, expected at least 2"
+    for image in images:
+        assert (book / image).stat().st_size > 1000, f"{image} is empty"
+    assert "Traceback" not in _text(page), f"a cell of {page.name} raised an error"
+
+
+@pytest.mark.parametrize("lesson", all_lessons(), ids=lambda item: item.assignment)
+def test_solutions_are_folded_and_hidden_tests_absent(book, lesson):
+    page = book / "lessons" / f"{lesson.name}.html"
+    text = page.read_text(encoding="utf-8")
+    solution_cells = lesson.source.read_text(encoding="utf-8").count("### BEGIN SOLUTION")
+    assert text.count("tag_hide-input") == solution_cells, "each solution cell is folded behind a toggle"
+    visible = _text(page)
+    for marker in ("BEGIN SOLUTION", "HIDDEN TESTS", "nbgrader"):
+        assert marker not in visible, f"{marker!r} appears on {page.name}"
+    hidden = _hidden_test_lines(lesson.source)
+    assert hidden, "the lesson has hidden tests"
+    everything = "\n".join(_text(p) for p in book.rglob("*.html"))
+    everything += (book / "searchindex.js").read_text(encoding="utf-8")
+    leaked = [line for line in hidden if line in everything]
+    assert not leaked, f"hidden test lines are in the book: {leaked[:3]}"
+
+
+def test_math_is_served_by_a_local_mathjax(book):
+    for page in book.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert "cdn.jsdelivr.net" not in text and "mathjax@" not in text, f"{page} loads MathJax from a CDN"
+    page = (book / "lessons" / f"{all_lessons()[0].name}.html").read_text(encoding="utf-8")
+    assert re.search(r'<script[^>]+src="\.\./_static/mathjax/tex-mml-chtml\.js', page)
+    assert (book / "_static" / "mathjax" / "tex-mml-chtml.js").stat().st_size > 100_000
+    assert list((book / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))
+    assert page.count('class="math') >= 10, "the lesson's formulas are marked up for MathJax"
+
+
+def test_every_lesson_is_in_the_table_of_contents():
+    toc = (ROOT / "book" / "_toc.yml").read_text(encoding="utf-8")
+    for lesson in all_lessons():
+        assert f"lessons/{lesson.name}" in toc, f"{lesson.name} is missing from book/_toc.yml"

@@ -1,0 +1,72 @@
+"""The conda environment (environment.yml) and the pip constraints pin the same versions."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CONDA_TO_PIP = {"pytorch": "torch"}  # conda-forge names that differ from PyPI's
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _constraints() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[_norm(name)] = version
+    return pins
+
+
+def _conda_pins() -> dict[str, str]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pins = {}
+    for dep in env["dependencies"]:
+        if isinstance(dep, str) and "=" in dep and not dep.startswith("python="):
+            name, version = dep.split("=", 1)
+            pins[_norm(CONDA_TO_PIP.get(name, name))] = version.lstrip("=")
+    return pins
+
+
+def _direct_dependencies() -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = project["dependencies"] + [d for group in project["optional-dependencies"].values() for d in group]
+    return {_norm(re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0]) for spec in specs}
+
+
+def test_every_direct_dependency_is_pinned_in_both():
+    conda, pip = _conda_pins(), _constraints()
+    for name in _direct_dependencies():
+        assert name in pip, f"{name} (pyproject.toml) is not pinned in constraints.txt"
+        assert name in conda, f"{name} (pyproject.toml) is not pinned in environment.yml"
+
+
+def test_conda_and_pip_pins_agree():
+    conda, pip = _conda_pins(), _constraints()
+    disagree = {name: (version, pip.get(name)) for name, version in conda.items() if pip.get(name) != version}
+    assert not disagree, f"environment.yml vs constraints.txt: {disagree}"
+
+
+def test_torch_is_pinned_to_the_cpu_wheel_version():
+    # An unpinned torch pulls several GB of CUDA packages on these machines (TOOLCHAIN.md).
+    assert _constraints()["torch"] == "2.13.0"
+
+
+def test_constraints_match_the_installed_environment():
+    """What .venv holds is what constraints.txt says (the lock is not stale)."""
+    from importlib import metadata
+
+    pins = _constraints()
+    for dist in metadata.distributions():
+        name = _norm(dist.metadata["Name"])
+        if name in pins:
+            installed = dist.version.split("+")[0]  # torch's local "+cpu" label
+            assert installed == pins[name], f"{name}: installed {dist.version}, pinned {pins[name]}"

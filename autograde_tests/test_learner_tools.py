@@ -1,0 +1,67 @@
+"""What a learner runs besides the notebooks: `make lab`'s workspace and `make check`."""
+
+from __future__ import annotations
+
+import shutil
+
+import nbformat
+import pytest
+
+from coursekit import grading, selfcheck, workspace
+from coursekit.lessons import all_lessons
+from coursekit.sources import source_to_notebook
+
+LESSON = all_lessons()[0]
+
+
+@pytest.fixture
+def course_root(tmp_path):
+    """A minimal copy of the course: config, one lesson's source and its student edition."""
+    for path in (LESSON.source, LESSON.student_notebook):
+        target = tmp_path / path.relative_to(LESSON.root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    shutil.copy2(LESSON.root / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
+    return tmp_path
+
+
+def test_workspace_never_overwrites_the_learners_copy(course_root):
+    mine = course_root / "work" / LESSON.assignment / f"{LESSON.name}.ipynb"
+    assert workspace.sync_workspace(course_root) == [f"new lesson: work/{LESSON.assignment}/{LESSON.name}.ipynb"]
+    assert mine.read_bytes() == LESSON.student_notebook.read_bytes()
+
+    mine.write_text(mine.read_text().replace("YOUR CODE HERE", "my answer"))
+    answered = mine.read_bytes()
+    assert workspace.sync_workspace(course_root) == []  # a rerun: nothing to do
+    assert mine.read_bytes() == answered
+
+    # The course publishes a newer edition of the lesson: the learner's file stays as it is.
+    edition = course_root / LESSON.student_notebook.relative_to(LESSON.root)
+    edition.write_text(edition.read_text().replace("Lesson 1", "Lesson 1 (revised)"))
+    messages = workspace.sync_workspace(course_root)
+    assert mine.read_bytes() == answered
+    assert len(messages) == 1 and "was kept" in messages[0]
+    beside = [p for p in mine.parent.glob("*.ipynb") if p != mine]
+    assert len(beside) == 1 and "revised" in beside[0].read_text()
+    assert workspace.sync_workspace(course_root) == messages  # said again, nothing written twice
+    assert len(list(mine.parent.glob("*.ipynb"))) == 2
+
+
+@pytest.mark.chain
+def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_root, capsys):
+    student = nbformat.read(LESSON.student_notebook, as_version=4)
+    solved = source_to_notebook(LESSON.source)
+    overflowing = grading.fill_solutions(
+        student, solved, {"softmax": ("shifted = x - np.max(x, axis=axis, keepdims=True)", "shifted = x")})
+    mine = course_root / "work" / LESSON.assignment / f"{LESSON.name}.ipynb"
+    mine.parent.mkdir(parents=True)
+    nbformat.write(overflowing, mine)
+    before = mine.read_bytes()
+
+    result = selfcheck.check(LESSON.assignment, root=course_root)
+    assert result.failed == {"test_softmax_stable"}
+    table = selfcheck.report(result)
+    assert "test_softmax_stable" in table and "FAILED" in table and "subtract the maximum" in table
+    assert f"{result.score:g} / {result.max_score:g}" in table
+    assert "_ref" not in table and "default_rng" not in table, "hidden test code must not be shown"
+    assert mine.read_bytes() == before, "the learner's notebook is read, never changed"
