@@ -21,6 +21,13 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.ExecutePreprocessor.timeout = 60
 c.Execute.timeout = 60
 
+# Feedback shows no hidden tests: neither their code nor tracebacks that quote it.
+c.GenerateFeedback.preprocessors = [
+    "coursekit.feedback.HideHiddenTests",
+    "nbgrader.preprocessors.GetGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
+
 # Lesson sources are MyST markdown (solutions/<lesson>/<name>.md); nbgrader reads .ipynb. Derive
 # the notebooks now, so a fresh clone works with stock nbgrader and no make step first.
 try:

@@ -61,12 +61,17 @@ def test_torch_is_pinned_to_the_cpu_wheel_version():
 
 
 def test_constraints_match_the_installed_environment():
-    """What .venv holds is what constraints.txt says (the lock is not stale)."""
-    from importlib import metadata
+    """What .venv holds (pip's own view) is what constraints.txt says: the lock is not stale."""
+    import subprocess
+    import sys
 
+    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+                            capture_output=True, text=True, check=True).stdout
     pins = _constraints()
-    for dist in metadata.distributions():
-        name = _norm(dist.metadata["Name"])
-        if name in pins:
-            installed = dist.version.split("+")[0]  # torch's local "+cpu" label
-            assert installed == pins[name], f"{name}: installed {dist.version}, pinned {pins[name]}"
+    for line in frozen.splitlines():
+        if "==" not in line:
+            continue
+        name, version = line.split("==")
+        name = _norm(name)
+        assert name in pins, f"{name} is installed but not pinned in constraints.txt"
+        assert version.split("+")[0] == pins[name], f"{name}: installed {version}, pinned {pins[name]}"

@@ -55,7 +55,7 @@ class GradingError(RuntimeError):
     """nbgrader itself failed (not a submission's test)."""
 
 
-def _run(*args: str, course: Path) -> None:
+def run_nbgrader(*args: str, course: Path) -> None:
     result = nbgrader(*args, root=course)
     if result.returncode != 0:
         raise GradingError(f"nbgrader {' '.join(args)} failed in {course}:\n{result.stderr[-4000:]}")
@@ -72,7 +72,7 @@ def make_course(dest: Path, lessons: list[Lesson] | None = None, root: Path = RO
         shutil.copy2(item.source, target / item.source.name)
     sync_sources(dest)
     for item in lessons:
-        _run("generate_assignment", item.assignment, "--force", course=dest)
+        run_nbgrader("generate_assignment", item.assignment, "--force", course=dest)
     return dest
 
 
@@ -87,7 +87,7 @@ def submit(course: Path, student: str, lesson: Lesson, notebook: nbformat.Notebo
 
 def autograde(course: Path, lesson: Lesson) -> None:
     """``nbgrader autograde`` every submission of ``lesson`` in ``course``."""
-    _run("autograde", lesson.assignment, "--force", course=course)
+    run_nbgrader("autograde", lesson.assignment, "--force", course=course)
 
 
 def _cell_messages(notebook: nbformat.NotebookNode) -> tuple[dict[str, str], list[str]]:

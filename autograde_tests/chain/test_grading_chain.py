@@ -7,6 +7,8 @@ import json
 import nbformat
 import pytest
 
+from coursekit import grading
+
 from .mistakes import all_mistakes
 from .selection import selected_lessons, selected_mistakes
 
@@ -85,3 +87,45 @@ def test_student_edition_has_no_solutions_hidden_tests_or_outputs(lesson):
     nb = nbformat.reads(text, as_version=4)
     dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
     assert not dirty, f"cells {dirty} of {lesson.student_notebook} carry outputs"
+
+
+@pytest.fixture(scope="session")
+def feedback(course, graded):
+    """nbgrader generate_feedback and export, as the README's instructor flow runs them."""
+    for lesson in LESSONS:
+        grading.run_nbgrader("generate_feedback", lesson.assignment, "--force", course=course)
+    grading.run_nbgrader("export", course=course)
+    return course
+
+
+def test_export_has_every_students_score(feedback, graded):
+    import csv
+
+    rows = list(csv.DictReader((feedback / "grades.csv").open()))
+    for (assignment, student), result in graded.items():
+        row = next(r for r in rows if r["assignment"] == assignment and r["student_id"] == student)
+        assert float(row["raw_score"]) == result.score, (assignment, student)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
+def test_feedback_shows_scores_and_messages_but_no_hidden_tests(feedback, graded, lesson):
+    import html
+    import re
+
+    hidden = []
+    inside = False
+    for line in lesson.source.read_text(encoding="utf-8").splitlines():
+        inside = (inside or "BEGIN HIDDEN TESTS" in line) and "END HIDDEN TESTS" not in line
+        if inside and len(line.strip()) > 25 and "BEGIN HIDDEN" not in line:
+            hidden.append(line.strip())
+    students = [s for (a, s) in graded if a == lesson.assignment]
+    for student in students:
+        page = feedback / "feedback" / student / lesson.assignment / f"{lesson.name}.html"
+        text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+        leaked = [line for line in hidden if line in text]
+        assert not leaked, f"feedback of {student} shows hidden tests: {leaked[:2]}"
+        result = graded[lesson.assignment, student]
+        assert f"Score: {result.score:.1f} / {result.max_score:.1f}" in text, f"{student}: total score missing"
+        for cell in result.cells:
+            if not cell.passed:
+                assert cell.message.splitlines()[0][:60] in text, f"{student}: message of {cell.grade_id} missing"
