@@ -18,7 +18,9 @@ MATHJAX := build/mathjax/mathjax/tex-mml-chtml.js
 LESSON_SOURCES := $(wildcard solutions/lesson*/*.md)
 # notebooks/<lesson>/<name>.ipynb is generated from solutions/<lesson>/<name>.md
 STUDENT_NOTEBOOKS := $(patsubst solutions/%.md,notebooks/%.ipynb,$(LESSON_SOURCES))
-LIBRARY := $(shell find solutions/attention_ref coursekit -name '*.py' 2>/dev/null)
+# What a built page depends on: the lessons import the library; these tools make the pages.
+LIBRARY := $(shell find solutions/attention_ref -name '*.py' 2>/dev/null)
+BOOK_TOOLS := coursekit/book.py coursekit/sources.py coursekit/lessons.py
 BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
 BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
 
@@ -54,17 +56,23 @@ $(MATHJAX):
 book: $(BOOK_INDEX)
 	@echo "The book is at $(abspath $(BOOK_INDEX))"
 
-$(BOOK_INDEX): $(MATHJAX) $(LESSON_SOURCES) $(LIBRARY) $(BOOK_PAGES) | $(STAMP)
+$(BOOK_INDEX): $(MATHJAX) $(LESSON_SOURCES) $(LIBRARY) $(BOOK_TOOLS) $(BOOK_PAGES) | $(STAMP)
 	$(PY) -m coursekit.book --edition $(EDITION)
+	@touch $@  # Sphinx leaves an unchanged page alone; make needs to see the build as done
 
 notebooks: $(STUDENT_NOTEBOOKS)
 
 notebooks/%.ipynb: solutions/%.md | $(STAMP)
 	$(PY) -m coursekit.release $(firstword $(subst /, ,$*))
 
-lab: $(STAMP) notebooks
+# Extra flags for the Jupyter server (e.g. LAB_FLAGS="--no-browser --port 8899").
+LAB_FLAGS ?=
+# A Jupyter server refuses to run as root unless told (containers, CI machines).
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+lab: notebooks | $(STAMP)
 	$(PY) -m coursekit.workspace
-	$(VENV)/bin/jupyter lab --notebook-dir=work
+	$(VENV)/bin/jupyter lab --notebook-dir=work $(ROOT_FLAG) $(LAB_FLAGS)
 
 check: $(STAMP)
 	$(PY) -m coursekit.selfcheck $(LESSON)

@@ -86,3 +86,12 @@ def test_every_lesson_is_in_the_table_of_contents():
     toc = (ROOT / "book" / "_toc.yml").read_text(encoding="utf-8")
     for lesson in all_lessons():
         assert f"lessons/{lesson.name}" in toc, f"{lesson.name} is missing from book/_toc.yml"
+
+
+def test_make_targets_do_no_work_the_second_time(book):
+    """After a build, make considers the book and the student edition up to date (`make -q`)."""
+    subprocess.run(["make", "notebooks"], cwd=ROOT, check=True, capture_output=True)
+    index = (HTML / "index.html").relative_to(ROOT).as_posix()  # `book` itself only prints the path
+    for target in (index, "notebooks", "install"):
+        result = subprocess.run(["make", "-q", target], cwd=ROOT, capture_output=True, text=True)
+        assert result.returncode == 0, f"`make {target}` would run again: {result.stdout}{result.stderr}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import nbformat
@@ -65,3 +66,37 @@ def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_
     assert f"{result.score:g} / {result.max_score:g}" in table
     assert "_ref" not in table and "default_rng" not in table, "hidden test code must not be shown"
     assert mine.read_bytes() == before, "the learner's notebook is read, never changed"
+
+
+def test_make_lab_serves_jupyterlab_on_the_learners_copy(tmp_path):
+    """`make lab` starts a real JupyterLab on work/ (here headless, on a free local port)."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    flags = f"--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token=test-token"
+    server = subprocess.Popen(["make", "lab", f"LAB_FLAGS={flags}"], cwd=LESSON.root,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True)
+    try:
+        deadline, contents = time.time() + 60, None
+        while time.time() < deadline and contents is None:
+            try:
+                url = f"http://127.0.0.1:{port}/api/contents/{LESSON.assignment}?token=test-token"
+                contents = json.loads(urllib.request.urlopen(url, timeout=2).read())
+            except OSError:
+                assert server.poll() is None, server.stdout.read()
+                time.sleep(0.5)
+        assert contents is not None, "JupyterLab did not answer within 60 s"
+        names = [item["name"] for item in contents["content"]]
+        assert f"{LESSON.name}.ipynb" in names, names
+    finally:
+        import os
+        import signal
+
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
