@@ -8,6 +8,7 @@ not changed.
 
 from __future__ import annotations
 
+import functools
 import sys
 import tempfile
 import textwrap
@@ -28,9 +29,12 @@ def check(assignment: str, root: Path = ROOT) -> grading.NotebookResult | None:
     if not mine.exists():
         print(f"{item.assignment}: no copy of yours at {mine.relative_to(root)} yet; `make lab` makes one.")
         return None
+    say = functools.partial(print, file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="selfcheck-") as tmp:
+        say(f"{item.assignment}: setting up a private nbgrader course ...")
         course = grading.make_course(Path(tmp), [item], root=root)
         grading.submit(course, STUDENT, item, nbformat.read(mine, as_version=4))
+        say(f"{item.assignment}: grading {mine.relative_to(root)} (runs the whole notebook, ~10 s) ...")
         grading.autograde(course, item)
         return grading.results(course, item, [STUDENT]).get(STUDENT)
 
