@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from .lessons import ROOT, all_lessons
+from .lessons import ROOT, Lesson, all_lessons
 from .sources import source_to_notebook
 
 BOOK = ROOT / "book"
@@ -54,15 +54,32 @@ def student_page(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def launch_header(item: Lesson, repository: dict) -> nbformat.NotebookNode:
+    """A note under the lesson's title: download its student notebook, or open it online."""
+    student = item.student_notebook.relative_to(ROOT).as_posix()
+    links = [f"{{download}}`download the student notebook <../../{student}>`"]
+    url, branch = repository.get("url", "").rstrip("/"), repository.get("branch", "main")
+    if url.startswith("https://github.com/"):
+        slug = url.removeprefix("https://github.com/")
+        links.append(f"[open it in Colab](https://colab.research.google.com/github/{slug}/blob/{branch}/{student})")
+        links.append(f"[launch it on Binder](https://mybinder.org/v2/gh/{slug}/{branch}?labpath={student})")
+    return nbformat.v4.new_markdown_cell(
+        ":::{note}\n**Work through this lesson yourself:** " + " · ".join(links) + ". Online, run "
+        f"`%pip install git+{url}` first, so that the notebook finds the reference library.\n:::",
+        id="launch-links")
+
+
 def write_pages(edition: str) -> list[Path]:
     """Write book/lessons/<name>.ipynb for every lesson; only pages whose text changed."""
     PAGES.mkdir(exist_ok=True)
+    repository = yaml.safe_load((BOOK / "_config.yml").read_text(encoding="utf-8")).get("repository", {})
     written = []
     for item in all_lessons():
         if edition == "student":
             page = student_page(nbformat.read(item.student_notebook, as_version=4))
         else:
             page = solutions_page(source_to_notebook(item.source))
+        page.cells.insert(1, launch_header(item, repository))  # under the title and its intro
         target = PAGES / f"{item.name}.ipynb"
         text = nbformat.writes(page) + "\n"
         if not target.exists() or target.read_text(encoding="utf-8") != text:
