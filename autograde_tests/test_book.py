@@ -95,3 +95,66 @@ def test_make_targets_do_no_work_the_second_time(book):
     for target in (index, "notebooks", "install"):
         result = subprocess.run(["make", "-q", target], cwd=ROOT, capture_output=True, text=True)
         assert result.returncode == 0, f"`make {target}` would run again: {result.stdout}{result.stderr}"
+
+
+def test_internal_links_resolve(book):
+    """Every relative link of every page points to a file of the book, and to an anchor in it."""
+    from urllib.parse import unquote, urlsplit
+
+    broken = []
+    ids_of = {}
+    for page in book.rglob("*.html"):
+        if page.relative_to(book).parts[0] in ("_static", "_sources"):
+            continue
+        for href in re.findall(r'href="([^"]+)"', page.read_text(encoding="utf-8")):
+            parts = urlsplit(href)
+            if parts.scheme or href.startswith(("mailto:", "//", "javascript:")):
+                continue
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+            if not target.exists():
+                broken.append(f"{page.name}: {href}")
+                continue
+            if parts.fragment and target.suffix == ".html":
+                if target not in ids_of:
+                    ids_of[target] = set(re.findall(r'id="([^"]+)"', target.read_text(encoding="utf-8")))
+                if unquote(parts.fragment) not in ids_of[target]:
+                    broken.append(f"{page.name}: {href} (no such anchor)")
+    assert not broken, f"{len(broken)} broken links: {broken[:10]}"
+
+
+def test_lesson_pages_offer_the_student_notebook(book):
+    for lesson in all_lessons():
+        text = (book / "lessons" / f"{lesson.name}.html").read_text(encoding="utf-8")
+        downloads = re.findall(r'href="\.\./(_downloads/[^"]+\.ipynb)"', text)
+        assert downloads, f"{lesson.name}: no student notebook to download"
+        assert (book / downloads[0]).read_bytes() == lesson.student_notebook.read_bytes()
+        assert "colab.research.google.com/github/" in text and "mybinder.org/v2/gh/" in text
+        assert f"notebooks/{lesson.assignment}/{lesson.name}.ipynb" in text
+
+
+def _solution_lines(source: Path) -> list[str]:
+    lines, inside = [], False
+    for line in source.read_text(encoding="utf-8").splitlines():
+        if "### BEGIN SOLUTION" in line:
+            inside = True
+        elif "### END SOLUTION" in line:
+            inside = False
+        elif inside and len(line.strip()) > 15:
+            lines.append(line.strip())
+    return lines
+
+
+def test_student_edition_of_the_book_has_no_solution_code():
+    """`make book EDITION=student`: the same pages with stubs instead of solutions."""
+    result = subprocess.run(["make", "book", "EDITION=student"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+    student = ROOT / "book" / "_build" / "student" / "_build" / "html"
+    assert "student edition" in (student / "intro.html").read_text(encoding="utf-8")
+    for lesson in all_lessons():
+        text = _text(student / "lessons" / f"{lesson.name}.html")
+        assert "NotImplementedError" in text
+        released = lesson.student_notebook.read_text(encoding="utf-8")  # demo cells may share a line
+        leaked = [line for line in _solution_lines(lesson.source) if line in text and line not in released]
+        assert not leaked, f"{lesson.name}: solution code in the student edition: {leaked[:3]}"
+        for hidden in _hidden_test_lines(lesson.source):
+            assert hidden not in text

@@ -102,15 +102,18 @@ def edition_config(edition: str) -> Path:
     return target
 
 
-def build(edition: str) -> Path:
-    write_pages(edition)
+def build(edition: str, pages: bool = True, quiet: bool = False) -> Path:
+    """Build the book; ``pages=False`` keeps book/lessons/ as it is (the benchmark edits it)."""
+    if pages:
+        write_pages(edition)
     out = BOOK / "_build" / edition
     command = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(BOOK),
                "--path-output", str(out), "--config", str(edition_config(edition)),
                "-W", "-n", "--keep-going"]
-    result = subprocess.run(command, cwd=ROOT, check=False)
+    result = subprocess.run(command, cwd=ROOT, check=False, capture_output=quiet, text=True)
     if result.returncode != 0:
-        raise SystemExit(f"the book did not build ({edition} edition): see the warnings above")
+        details = (result.stdout or "")[-3000:] if quiet else "see the warnings above"
+        raise SystemExit(f"the book did not build ({edition} edition): {details}")
     return out / "_build" / "html" / "index.html"
 
 
