@@ -95,3 +95,18 @@ def mask_fits(mask, scores_shape: tuple, scores_layout: str = "(..., n_q, n_k)")
     if not fits:
         raise ValueError(f"mask of shape {_fmt(shape)} does not broadcast to the attention "
                          f"scores {scores_layout} = {_fmt(scores_shape)}")
+
+
+def additive_inputs(queries, keys, W_q, W_k, w_v) -> None:
+    """Additive attention: W_q (d_q, d_h), W_k (d_k, d_h), w_v (d_h,)."""
+    scores_layout = [("queries", queries, "(..., n_q, d_q)"), ("keys", keys, "(..., n_k, d_k)")]
+    for name, arr, layout in scores_layout:
+        require_ndim(name, arr, 2, layout)
+    require_ndim("W_q", W_q, 2, "(d_q, d_h)")
+    require_ndim("W_k", W_k, 2, "(d_k, d_h)")
+    require_ndim("w_v", w_v, 1, "(d_h,)")
+    require_same_size("d_q", "queries", queries, -1, "W_q", W_q, 0)
+    require_same_size("d_k", "keys", keys, -1, "W_k", W_k, 0)
+    require_same_size("d_h (the hidden width)", "W_q", W_q, 1, "W_k", W_k, 1)
+    require_same_size("d_h (the hidden width)", "W_q", W_q, 1, "w_v", w_v, 0)
+    broadcast_batch([("queries", queries), ("keys", keys)], core_dims=2)

@@ -11,9 +11,10 @@ from .retrieval import dot_scores, kernel_regression, normalize_weights, soft_lo
 
 # lesson 2 -- scaled dot-product attention (the mask of lesson 3 included)
 from .sdpa import attention_weights, scaled_dot_product_attention
+from .additive import additive_attention, additive_scores
 
 __all__ = [
     "available_devices", "pick_device",
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
-    "attention_weights", "scaled_dot_product_attention",
+    "attention_weights", "scaled_dot_product_attention", "additive_attention", "additive_scores",
 ]
