@@ -9,6 +9,8 @@ import pytest
 
 from coursekit import grading
 
+from ..test_book import hidden_test_lines
+
 from .mistakes import all_mistakes
 from .selection import selected_lessons, selected_mistakes
 
@@ -112,12 +114,8 @@ def test_feedback_shows_scores_and_messages_but_no_hidden_tests(feedback, graded
     import html
     import re
 
-    hidden = []
-    inside = False
-    for line in lesson.source.read_text(encoding="utf-8").splitlines():
-        inside = (inside or "BEGIN HIDDEN TESTS" in line) and "END HIDDEN TESTS" not in line
-        if inside and len(line.strip()) > 25 and "BEGIN HIDDEN" not in line:
-            hidden.append(line.strip())
+    hidden = hidden_test_lines(lesson)
+    assert hidden
     students = [s for (a, s) in graded if a == lesson.assignment]
     for student in students:
         page = feedback / "feedback" / student / lesson.assignment / f"{lesson.name}.html"

@@ -139,11 +139,15 @@ def test_wrong_dtypes_raise_type_errors():
 
 
 def test_numpy_and_torch_modules_export_the_same_names_and_signatures():
+    """Same names, same parameters; PyTorch may add keyword-only ones (e.g. ``device=`` where a
+    function creates tensors from nothing)."""
     import inspect
 
     shared = set(rnp.__all__)
     assert shared <= set(rpt.__all__)
     for name in shared:
-        np_params = inspect.signature(getattr(rnp, name)).parameters
-        pt_params = inspect.signature(getattr(rpt, name)).parameters
-        assert list(np_params.items()) == list(pt_params.items()), name
+        np_params = list(inspect.signature(getattr(rnp, name)).parameters.items())
+        pt_params = list(inspect.signature(getattr(rpt, name)).parameters.items())
+        assert pt_params[: len(np_params)] == np_params, name
+        extra = [p for _, p in pt_params[len(np_params):]]
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in extra), name

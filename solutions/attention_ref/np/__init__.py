@@ -11,7 +11,11 @@ from .retrieval import dot_scores, kernel_regression, normalize_weights, soft_lo
 from .sdpa import attention_weights, scaled_dot_product_attention
 from .additive import additive_attention, additive_scores
 
+# lesson 3 -- masking
+from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask
+
 __all__ = [
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
     "attention_weights", "scaled_dot_product_attention", "additive_attention", "additive_scores",
+    "causal_mask", "masked_softmax", "padding_mask", "to_key_padding_mask",
 ]

@@ -12,26 +12,15 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
+from .masking import masked_softmax
 from .retrieval import as_float_array, dot_scores, softmax, weighted_sum
-
-
-def as_bool_mask(mask) -> np.ndarray:
-    """The mask as a boolean array; anything else is a TypeError (True = may attend)."""
-    mask = np.asarray(mask)
-    if mask.dtype != np.bool_:
-        raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
-    return mask
 
 
 def attention_weights(queries, keys, mask=None) -> np.ndarray:
     """softmax(Q K^T / sqrt(d_k)) over the keys, masked keys excluded: ``(..., n_q, n_k)``."""
     queries = as_float_array("queries", queries)
     scores = dot_scores(queries, keys) / np.sqrt(queries.shape[-1])
-    if mask is not None:
-        mask = as_bool_mask(mask)
-        _checks.mask_fits(mask, scores.shape)
-        scores = np.where(mask, scores, -np.inf)
-    return softmax(scores, axis=-1)
+    return softmax(scores, axis=-1) if mask is None else masked_softmax(scores, mask)
 
 
 def scaled_dot_product_attention(queries, keys, values, mask=None) -> np.ndarray:

@@ -11,16 +11,8 @@ import math
 import torch
 
 from .. import _checks
+from .masking import masked_softmax
 from .retrieval import as_float_tensor, dot_scores, softmax, upcast, weighted_sum
-
-
-def as_bool_mask(mask) -> torch.Tensor:
-    """The mask as a boolean tensor; anything else is a TypeError (True = may attend)."""
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
-    return mask
 
 
 def attention_weights(queries, keys, mask=None) -> torch.Tensor:
@@ -29,11 +21,8 @@ def attention_weights(queries, keys, mask=None) -> torch.Tensor:
     dtype = queries.dtype
     queries, keys = upcast(queries, as_float_tensor("keys", keys))
     scores = dot_scores(queries, keys) / math.sqrt(queries.shape[-1])
-    if mask is not None:
-        mask = as_bool_mask(mask)
-        _checks.mask_fits(mask, tuple(scores.shape))
-        scores = scores.masked_fill(~mask, -torch.inf)
-    return softmax(scores, axis=-1).to(dtype)
+    weights = softmax(scores, axis=-1) if mask is None else masked_softmax(scores, mask)
+    return weights.to(dtype)
 
 
 def scaled_dot_product_attention(queries, keys, values, mask=None) -> torch.Tensor:
