@@ -110,3 +110,44 @@ def additive_inputs(queries, keys, W_q, W_k, w_v) -> None:
     require_same_size("d_h (the hidden width)", "W_q", W_q, 1, "W_k", W_k, 1)
     require_same_size("d_h (the hidden width)", "W_q", W_q, 1, "w_v", w_v, 0)
     broadcast_batch([("queries", queries), ("keys", keys)], core_dims=2)
+
+
+MHA_PARAM_NAMES = ("w_q", "w_k", "w_v", "w_o")
+
+
+def multi_head_inputs(query, key, value, params, num_heads: int) -> None:
+    """query ``(..., n_q, d_model)``, key ``(..., n_k, d_model)``, value ``(..., n_k, d_model)``.
+
+    ``params`` holds ``w_q``, ``w_k`` ``(d_model, h * d_k)``, ``w_v`` ``(d_model, h * d_v)`` and
+    ``w_o`` ``(h * d_v, d_model)``, and optionally the biases ``b_q``, ``b_k``, ``b_v``, ``b_o``.
+    """
+    if not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
+    missing = [name for name in MHA_PARAM_NAMES if name not in params]
+    if missing:
+        raise ValueError(f"params lacks {', '.join(missing)}: it needs w_q, w_k, w_v and w_o")
+    require_ndim("query", query, 2, "(..., n_q, d_model)")
+    require_ndim("key", key, 2, "(..., n_k, d_model)")
+    require_ndim("value", value, 2, "(..., n_k, d_model)")
+    require_same_size("n_k", "key", key, -2, "value", value, -2)
+    for name, x, w in (("query", query, "w_q"), ("key", key, "w_k"), ("value", value, "w_v")):
+        require_ndim(w, params[w], 2, "(d_model, h * d)")
+        require_same_size("d_model", name, x, -1, w, params[w], 0)
+    require_same_size("h * d_k", "w_q", params["w_q"], 1, "w_k", params["w_k"], 1)
+    require_ndim("w_o", params["w_o"], 2, "(h * d_v, d_model)")
+    require_same_size("h * d_v", "w_v", params["w_v"], 1, "w_o", params["w_o"], 0)
+    for w in ("w_q", "w_v"):
+        if params[w].shape[1] % num_heads:
+            raise ValueError(f"{w} has {params[w].shape[1]} output columns, not a multiple of "
+                             f"num_heads = {num_heads}: every head needs the same width")
+    broadcast_batch([("query", query), ("key", key), ("value", value)], core_dims=2)
+
+
+def heads_input(x, num_heads: int) -> None:
+    """split_heads: ``x`` ``(..., n, h * d)`` with a last axis divisible by ``num_heads``."""
+    if not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
+    require_ndim("x", x, 2, "(..., n, h * d)")
+    if x.shape[-1] % num_heads:
+        raise ValueError(f"x has shape {_fmt(x.shape)}: its last axis ({x.shape[-1]}) does not split "
+                         f"into num_heads = {num_heads} equal heads")

@@ -16,9 +16,14 @@ from .additive import additive_attention, additive_scores
 # lesson 3 -- masking
 from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask
 
+# lesson 4 -- multi-head attention
+from .multihead import (init_params, merge_heads, multi_head_attention, multiply_adds, parameter_count,
+                        split_heads, params_from_torch)
+
 __all__ = [
     "available_devices", "pick_device",
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
     "attention_weights", "scaled_dot_product_attention", "additive_attention", "additive_scores",
     "causal_mask", "masked_softmax", "padding_mask", "to_key_padding_mask",
+    "init_params", "merge_heads", "multi_head_attention", "multiply_adds", "parameter_count", "split_heads", "params_from_torch",
 ]
