@@ -114,7 +114,7 @@ def test_parameter_count_matches_nn_multihead_attention(d_model, h):
 
 @pytest.mark.parametrize("n_q,n_k,d_model,h", [(10, 7, 64, 8), (16, 16, 64, 1), (5, 12, 48, 3)])
 def test_multiply_adds_match_the_flop_counter(n_q, n_k, d_model, h):
-    params = rpt.init_params(d_model, h, generator=torch.Generator().manual_seed(0))
+    params = rpt.init_params(d_model, h, torch.Generator().manual_seed(0))
     query, memory = torch.randn(1, n_q, d_model), torch.randn(1, n_k, d_model)
     with FlopCounterMode(display=False) as counter:
         rpt.multi_head_attention(query, memory, memory, params, h)

@@ -37,9 +37,12 @@ def merge_heads(x) -> torch.Tensor:
     return x.transpose(-2, -3).reshape(*batch, n, h * d)
 
 
-def init_params(d_model: int, num_heads: int, generator=None, d_k: int | None = None, d_v: int | None = None,
-                bias: bool = True, device=None, dtype=torch.float32) -> dict:
-    """Random parameters in the layout of ``attention_ref.np.init_params`` (Xavier-uniform, zero biases)."""
+def init_params(d_model: int, num_heads: int, rng: torch.Generator | None = None, d_k: int | None = None,
+                d_v: int | None = None, bias: bool = True, *, device=None, dtype=torch.float32) -> dict:
+    """Random parameters in the layout of ``attention_ref.np.init_params`` (Xavier-uniform, zero biases).
+
+    ``rng`` is a ``torch.Generator`` (on the CPU: the draws do not depend on the device).
+    """
     if (d_k is None or d_v is None) and d_model % num_heads:
         raise ValueError(f"d_model = {d_model} is not divisible by num_heads = {num_heads}")
     d_k = d_model // num_heads if d_k is None else d_k
@@ -47,7 +50,7 @@ def init_params(d_model: int, num_heads: int, generator=None, d_k: int | None = 
 
     def xavier(fan_in, fan_out):
         bound = math.sqrt(6.0 / (fan_in + fan_out))
-        w = torch.rand(fan_in, fan_out, generator=generator, dtype=dtype) * (2 * bound) - bound
+        w = torch.rand(fan_in, fan_out, generator=rng, dtype=dtype) * (2 * bound) - bound
         return w.to(device)
 
     params = {"w_q": xavier(d_model, num_heads * d_k), "w_k": xavier(d_model, num_heads * d_k),
