@@ -151,3 +151,26 @@ def heads_input(x, num_heads: int) -> None:
     if x.shape[-1] % num_heads:
         raise ValueError(f"x has shape {_fmt(x.shape)}: its last axis ({x.shape[-1]}) does not split "
                          f"into num_heads = {num_heads} equal heads")
+
+
+def ffn_params(params) -> tuple[str, ...]:
+    """The FFN's parameter names, after checking that ``params`` has them all."""
+    names = ("w_1", "b_1", "w_2", "b_2")
+    missing = [name for name in names if name not in params]
+    if missing:
+        raise ValueError(f"params lacks {', '.join(missing)}: the FFN needs w_1, b_1, w_2 and b_2")
+    return names
+
+
+def ffn_inputs(x, params) -> None:
+    """x ``(..., n, d_model)``, w_1 ``(d_model, d_ff)``, b_1 ``(d_ff,)``, w_2 ``(d_ff, d_model)``, b_2 ``(d_model,)``."""
+    require_ndim("x", x, 1, "(..., n, d_model)")
+    require_ndim("w_1", params["w_1"], 2, "(d_model, d_ff)")
+    require_ndim("w_2", params["w_2"], 2, "(d_ff, d_model)")
+    require_ndim("b_1", params["b_1"], 1, "(d_ff,)")
+    require_ndim("b_2", params["b_2"], 1, "(d_model,)")
+    require_same_size("d_model", "x", x, -1, "w_1", params["w_1"], 0)
+    require_same_size("d_ff", "w_1", params["w_1"], 1, "w_2", params["w_2"], 0)
+    require_same_size("d_ff", "w_1", params["w_1"], 1, "b_1", params["b_1"], -1)
+    require_same_size("d_model", "w_2", params["w_2"], 1, "b_2", params["b_2"], -1)
+    require_same_size("d_model", "x", x, -1, "w_2", params["w_2"], 1)

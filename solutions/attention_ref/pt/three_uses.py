@@ -1,0 +1,47 @@
+"""Lesson 5, The three uses of attention -- PyTorch reference (the same functions as
+``attention_ref.np.three_uses``); each runs on the device of its inputs."""
+
+from __future__ import annotations
+
+import torch
+
+from .masking import causal_mask
+from .multihead import multi_head_attention
+
+
+def combine_masks(*masks):
+    """Logical AND of boolean masks that broadcast together (True = may attend); ``None`` is skipped."""
+    present = [m for m in masks if m is not None]
+    for m in present:
+        if not isinstance(m, torch.Tensor) or m.dtype != torch.bool:
+            raise TypeError(f"masks must be boolean tensors (True = may attend), got {getattr(m, 'dtype', type(m))}")
+    if not present:
+        return None
+    try:
+        shape = torch.broadcast_shapes(*(m.shape for m in present))
+    except RuntimeError:
+        raise ValueError("masks do not broadcast together: shapes "
+                         + ", ".join(str(tuple(m.shape)) for m in present)) from None
+    out = torch.ones(shape, dtype=torch.bool, device=present[0].device)
+    for m in present:
+        out = out & m
+    return out
+
+
+def encoder_self_attention(x, params: dict, num_heads: int, src_mask=None, return_weights: bool = False):
+    """Q = K = V = x, the encoder's sequence ``(..., n_src, d_model)``; ``src_mask`` hides padding keys."""
+    return multi_head_attention(x, x, x, params, num_heads, src_mask, return_weights)
+
+
+def decoder_self_attention(y, params: dict, num_heads: int, tgt_mask=None, return_weights: bool = False):
+    """Q = K = V = y ``(..., n_tgt, d_model)``, the causal mask always on, combined with ``tgt_mask``."""
+    if not isinstance(y, torch.Tensor) or y.ndim < 2:
+        raise ValueError(f"y must be a tensor of shape (..., n_tgt, d_model), got {getattr(y, 'shape', type(y))}")
+    mask = combine_masks(causal_mask(y.shape[-2], device=y.device), tgt_mask)
+    return multi_head_attention(y, y, y, params, num_heads, mask, return_weights)
+
+
+def encoder_decoder_attention(y, memory, params: dict, num_heads: int, memory_mask=None,
+                              return_weights: bool = False):
+    """Queries from the decoder ``y``; keys and values from the encoder's output ``memory``."""
+    return multi_head_attention(y, memory, memory, params, num_heads, memory_mask, return_weights)
