@@ -27,6 +27,9 @@ from .feedforward import ffn_parameter_count, init_ffn_params, position_wise_ffn
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
 
+# lesson 9 -- efficient attention (the KV cache of greedy decoding is in attention_ref.pt only)
+from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
+
 __all__ = [
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
     "attention_weights", "scaled_dot_product_attention", "additive_attention", "additive_scores",
@@ -35,4 +38,5 @@ __all__ = [
     "combine_masks", "decoder_self_attention", "encoder_decoder_attention", "encoder_self_attention",
     "ffn_parameter_count", "init_ffn_params", "position_wise_ffn",
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
+    "merge_attention", "online_softmax", "online_softmax_stats", "tiled_attention",
 ]

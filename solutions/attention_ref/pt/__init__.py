@@ -29,6 +29,9 @@ from .feedforward import ffn_parameter_count, init_ffn_params, position_wise_ffn
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
 
+# lesson 9 -- efficient attention (the KV cache of greedy decoding is in attention_ref.pt only)
+from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
+
 __all__ = [
     "available_devices", "pick_device",
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
@@ -38,4 +41,5 @@ __all__ = [
     "combine_masks", "decoder_self_attention", "encoder_decoder_attention", "encoder_self_attention",
     "ffn_parameter_count", "init_ffn_params", "position_wise_ffn", "ffn_params_from_torch",
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
+    "merge_attention", "online_softmax", "online_softmax_stats", "tiled_attention",
 ]
