@@ -1,8 +1,10 @@
 """Lesson 9, Efficient attention -- PyTorch reference (the same functions as
 ``attention_ref.np.efficient``), device-agnostic: everything runs where the inputs live.
 
-Half-precision inputs are accumulated in float32 (the running maximum, the running sum and the
-output accumulator), as FlashAttention kernels do, and the result is returned in the inputs' dtype.
+Half-precision inputs follow FlashAttention's recipe: the two matrix products run in the inputs'
+precision (the hardware accumulates them in float32), while the scores' softmax, the running
+maximum, the running sum and the output accumulator are float32; the result is returned in the
+inputs' dtype.
 """
 
 from __future__ import annotations
@@ -70,29 +72,32 @@ def tiled_attention(queries, keys, values, mask=None, block_size: int = 64, retu
     batch = _checks.tiled_inputs(queries, keys, values, mask, block_size)
     dtype = torch.promote_types(torch.promote_types(queries.dtype, keys.dtype), values.dtype)
     work = torch.promote_types(dtype, torch.float32)
-    queries = queries.to(work)
+    queries = queries.to(dtype)
     n_q, n_k, d_v = queries.shape[-2], keys.shape[-2], values.shape[-1]
     scale = 1.0 / math.sqrt(queries.shape[-1])
     device = queries.device
 
+    tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (queries, keys, values))
     running_max = torch.full(batch + (n_q, 1), -torch.inf, dtype=work, device=device)
     running_sum = torch.zeros(batch + (n_q, 1), dtype=work, device=device)
     acc = torch.zeros(batch + (n_q, d_v), dtype=work, device=device)
     for start in range(0, n_k, block_size):
         stop = min(start + block_size, n_k)
-        scores = queries @ keys[..., start:stop, :].to(work).transpose(-1, -2)
+        scores = (queries @ keys[..., start:stop, :].to(dtype).transpose(-1, -2)).to(work)
         scores.mul_(scale)
         if mask is not None:
             scores = scores.masked_fill(~_key_block(mask, start, stop), -torch.inf)
         new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
         shift = _finite_or_zero(new_max)
         alpha = torch.exp(running_max - shift)  # 0 while nothing was seen; 1 if the maximum did not move
-        if scores.requires_grad and torch.is_grad_enabled():
-            weights = torch.exp(scores - shift)  # autograd keeps the scores (for amax): no in-place
-        else:
-            weights = scores.sub_(shift).exp_()  # in place: no second n_q x block tensor
-        running_sum = running_sum * alpha + weights.sum(dim=-1, keepdim=True)
-        acc = acc * alpha + weights @ values[..., start:stop, :].to(work)
+        if tracked:  # autograd keeps the scores (for amax) and the statistics: nothing in place
+            weights = torch.exp(scores - shift)
+            running_sum = running_sum * alpha + weights.sum(dim=-1, keepdim=True)
+        else:  # in place: no second (n_q, block) tensor, no new statistics every block
+            weights = scores.sub_(shift).exp_()
+            running_sum.mul_(alpha).add_(weights.sum(dim=-1, keepdim=True))
+        block_out = (weights.to(dtype) @ values[..., start:stop, :].to(dtype)).to(work)
+        acc = acc * alpha + block_out if tracked else acc.mul_(alpha).add_(block_out)
         running_max = new_max
     out = (acc / torch.where(running_sum == 0, torch.ones_like(running_sum), running_sum)).to(dtype)
     if not return_lse:
