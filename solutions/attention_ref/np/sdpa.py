@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _checks
 from .masking import masked_softmax
-from .retrieval import as_float_array, dot_scores, softmax, weighted_sum
+from .retrieval import as_float_array, dot_scores, softmax_in_place, weighted_sum
 
 
 def attention_weights(queries, keys, mask=None) -> np.ndarray:
@@ -23,7 +23,7 @@ def attention_weights(queries, keys, mask=None) -> np.ndarray:
     queries = as_float_array("queries", queries)
     scores = dot_scores(queries, keys)
     scores /= math.sqrt(queries.shape[-1])  # in place, by a Python float: float32 scores stay float32
-    return softmax(scores, axis=-1) if mask is None else masked_softmax(scores, mask)
+    return softmax_in_place(scores) if mask is None else masked_softmax(scores, mask)
 
 
 def scaled_dot_product_attention(queries, keys, values, mask=None) -> np.ndarray:
