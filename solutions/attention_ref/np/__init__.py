@@ -23,7 +23,7 @@ from .three_uses import (combine_masks, decoder_self_attention, encoder_decoder_
                          transformer_masks)
 
 # lesson 6 -- the position-wise feed-forward network
-from .feedforward import ffn_parameter_count, init_ffn_params, position_wise_ffn
+from .feedforward import ffn_parameter_count, init_ffn_params, layer_parameter_counts, position_wise_ffn
 
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
@@ -35,6 +35,6 @@ __all__ = [
     "init_params", "merge_heads", "multi_head_attention", "multiply_adds", "parameter_count", "split_heads",
     "combine_masks", "decoder_self_attention", "encoder_decoder_attention", "encoder_self_attention",
     "transformer_masks",
-    "ffn_parameter_count", "init_ffn_params", "position_wise_ffn",
+    "ffn_parameter_count", "init_ffn_params", "layer_parameter_counts", "position_wise_ffn",
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
 ]

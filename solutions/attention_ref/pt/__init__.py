@@ -25,7 +25,8 @@ from .three_uses import (combine_masks, decoder_self_attention, encoder_decoder_
                          transformer_masks)
 
 # lesson 6 -- the position-wise feed-forward network
-from .feedforward import ffn_parameter_count, init_ffn_params, position_wise_ffn, ffn_params_from_torch
+from .feedforward import (ffn_parameter_count, ffn_params_from_torch, init_ffn_params, layer_parameter_counts,
+                          position_wise_ffn)
 
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
@@ -38,6 +39,7 @@ __all__ = [
     "init_params", "merge_heads", "multi_head_attention", "multiply_adds", "parameter_count", "split_heads", "params_from_torch",
     "combine_masks", "decoder_self_attention", "encoder_decoder_attention", "encoder_self_attention",
     "transformer_masks",
-    "ffn_parameter_count", "init_ffn_params", "position_wise_ffn", "ffn_params_from_torch",
+    "ffn_parameter_count", "init_ffn_params", "layer_parameter_counts", "position_wise_ffn",
+    "ffn_params_from_torch",
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
 ]
