@@ -30,7 +30,8 @@ def test_matches_linear_relu_linear_and_conv1d(device, dtype, shape):
                                linear(x).detach().cpu().numpy(), **TOLERANCES[dtype])
     # Conv1d wants (batch, channels, length): positions along the last axis
     seq = x.reshape(-1, shape[-2], d_model)
-    conv_out = conv2(torch.relu(conv1(seq.transpose(1, 2)))).transpose(1, 2)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # CUDA's default TF32 convolutions round to ~1e-3
+        conv_out = conv2(torch.relu(conv1(seq.transpose(1, 2)))).transpose(1, 2)
     torch.testing.assert_close(rpt.position_wise_ffn(seq, rpt.ffn_params_from_torch(conv1, conv2)), conv_out,
                                **TOLERANCES[dtype])
 
@@ -66,3 +67,30 @@ def test_bad_inputs_say_what_is_wrong():
         rpt.ffn_params_from_torch(nn.Conv1d(8, 16, 3), nn.Conv1d(16, 8, 1))
     with pytest.raises(TypeError, match="nn.Linear"):
         rpt.ffn_params_from_torch(nn.ReLU(), nn.Linear(16, 8))
+
+
+@pytest.mark.parametrize("d_model,num_heads,d_ff", [(512, 8, 2048), (768, 12, 3072), (1024, 16, 4096), (12, 3, 20)])
+def test_layer_parameter_counts_match_pytorch_layers(d_model, num_heads, d_ff):
+    encoder = nn.TransformerEncoderLayer(d_model, num_heads, d_ff)
+    decoder = nn.TransformerDecoderLayer(d_model, num_heads, d_ff)
+    for layer, is_decoder in [(encoder, False), (decoder, True)]:
+        parts = rnp.layer_parameter_counts(d_model, num_heads, d_ff, decoder=is_decoder)
+        assert parts == rpt.layer_parameter_counts(d_model, num_heads, d_ff, decoder=is_decoder)
+        assert set(parts) == {"attention", "ffn", "norms"}
+        assert sum(parts.values()) == sum(p.numel() for p in layer.parameters())
+        assert parts["ffn"] == sum(p.numel() for m in (layer.linear1, layer.linear2) for p in m.parameters())
+        norms = [m for m in layer.modules() if isinstance(m, nn.LayerNorm)]
+        assert parts["norms"] == sum(p.numel() for m in norms for p in m.parameters())
+    # the paper's base encoder layer: the FFN holds two thirds of it, a decoder layer's half
+    enc = rnp.layer_parameter_counts(512, 8, 2048)
+    assert enc == {"attention": 1_050_624, "ffn": 2_099_712, "norms": 2048}
+    assert abs(enc["ffn"] / sum(enc.values()) - 2 / 3) < 0.001
+    dec = rnp.layer_parameter_counts(512, 8, 2048, decoder=True)
+    assert abs(dec["ffn"] / sum(dec.values()) - 1 / 2) < 0.001
+
+
+def test_layer_parameter_counts_reject_bad_sizes():
+    with pytest.raises(ValueError, match="num_heads = 5"):
+        rnp.layer_parameter_counts(512, 5, 2048)
+    with pytest.raises(ValueError, match="d_ff must be positive"):
+        rnp.layer_parameter_counts(512, 8, 0)

@@ -86,3 +86,69 @@ def test_combine_masks(device):
         rpt.combine_masks(causal, torch.ones(3, 3, dtype=torch.bool, device=device))
     with pytest.raises(TypeError, match="boolean"):
         rnp.combine_masks(np.ones((2, 2)))
+
+
+@pytest.mark.parametrize("src_lengths, tgt_lengths, n_src, n_tgt",
+                         [([5, 3], [6, 4], 5, 6), ([1, 7, 4], [3, 1, 8], 7, 8), ([2], [2], 2, 2)])
+def test_transformer_masks_are_pytorchs_masks_inverted(device, src_lengths, tgt_lengths, n_src, n_tgt):
+    """The three masks are what nn.Transformer is given (True = ignore there), inverted and broadcast."""
+    src, tgt = torch.tensor(src_lengths, device=device), torch.tensor(tgt_lengths, device=device)
+    src_mask, tgt_mask, memory_mask = rpt.transformer_masks(src, tgt, n_src, n_tgt)
+    batch = len(src_lengths)
+    assert src_mask.shape == (batch, n_src, n_src) and src_mask.dtype == torch.bool
+    assert tgt_mask.shape == (batch, n_tgt, n_tgt) and memory_mask.shape == (batch, n_tgt, n_src)
+    assert src_mask.device.type == tgt_mask.device.type == memory_mask.device.type == device.type
+    src_ignore = torch.arange(n_src, device=device)[None, :] >= src[:, None]  # src_key_padding_mask
+    tgt_ignore = torch.arange(n_tgt, device=device)[None, :] >= tgt[:, None]  # tgt_key_padding_mask
+    future = nn.Transformer.generate_square_subsequent_mask(n_tgt, device=device) == -torch.inf  # tgt_mask
+    assert torch.equal(src_mask, ~src_ignore[:, None, :].expand(batch, n_src, n_src))
+    assert torch.equal(tgt_mask, ~(future[None] | tgt_ignore[:, None, :]))
+    assert torch.equal(memory_mask, ~src_ignore[:, None, :].expand(batch, n_tgt, n_src))
+    for got, want in zip(rnp.transformer_masks(src_lengths, tgt_lengths, n_src, n_tgt),
+                         (src_mask, tgt_mask, memory_mask)):
+        np.testing.assert_array_equal(got, want.cpu().numpy())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_transformer_masks_drive_the_wirings_like_nn_transformer_decoder_layer(device, dtype):
+    """The masks given to the three wirings reproduce nn.TransformerDecoderLayer's two attentions
+    called with generate_square_subsequent_mask and key padding masks; zero weight exactly where masked."""
+    d_model, h, n_src, n_tgt = 16, 4, 6, 5
+    src, tgt = torch.tensor([6, 2, 4], device=device), torch.tensor([5, 3, 1], device=device)
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(3, n_src, d_model, generator=gen, dtype=dtype).to(device)
+    y = torch.randn(3, n_tgt, d_model, generator=gen, dtype=dtype).to(device)
+    torch.manual_seed(3)
+    layer = nn.TransformerDecoderLayer(d_model, h, dim_feedforward=32, dropout=0.0, batch_first=True)
+    layer = layer.to(device, dtype).eval()
+    src_mask, tgt_mask, memory_mask = rpt.transformer_masks(src, tgt, n_src, n_tgt)
+    tol = TOLERANCES[dtype]
+    src_ignore = torch.zeros(3, n_src, dtype=dtype, device=device).masked_fill(
+        torch.arange(n_src, device=device)[None] >= src[:, None], -torch.inf)
+    tgt_ignore = torch.zeros(3, n_tgt, dtype=dtype, device=device).masked_fill(
+        torch.arange(n_tgt, device=device)[None] >= tgt[:, None], -torch.inf)
+    causal = nn.Transformer.generate_square_subsequent_mask(n_tgt, device=device, dtype=dtype)
+
+    self_params = rpt.params_from_torch(layer.self_attn)
+    got, weights = rpt.decoder_self_attention(y, self_params, h, tgt_mask, return_weights=True)
+    want = layer.self_attn(y, y, y, attn_mask=causal, key_padding_mask=tgt_ignore, need_weights=False)[0]
+    torch.testing.assert_close(got, want, **tol)
+    assert torch.equal(weights != 0, tgt_mask[:, None].expand_as(weights))
+
+    cross_params = rpt.params_from_torch(layer.multihead_attn)
+    got, weights = rpt.encoder_decoder_attention(y, x, cross_params, h, memory_mask, return_weights=True)
+    want = layer.multihead_attn(y, x, x, key_padding_mask=src_ignore, need_weights=False)[0]
+    torch.testing.assert_close(got, want, **tol)
+    assert torch.equal(weights != 0, memory_mask[:, None].expand_as(weights))
+
+    got, weights = rpt.encoder_self_attention(x, self_params, h, src_mask, return_weights=True)
+    assert torch.equal(weights != 0, src_mask[:, None].expand_as(weights))
+
+
+def test_transformer_masks_reject_mismatched_batches():
+    with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
+        rnp.transformer_masks([3, 2, 1], [4, 4], 3, 4)
+    with pytest.raises(ValueError, match="lengths"):
+        rpt.transformer_masks(torch.tensor([3, 2]), torch.tensor([5, 4]), 3, 4)  # 5 > n_tgt = 4
+    with pytest.raises(ValueError, match="1-D"):
+        rnp.transformer_masks([[3, 2]], [[4, 4]], 3, 4)

@@ -153,6 +153,15 @@ def heads_input(x, num_heads: int) -> None:
                          f"into num_heads = {num_heads} equal heads")
 
 
+def sequence_lengths(src_lengths, tgt_lengths) -> None:
+    """transformer_masks: one source length and one target length per pair of the batch (1-D)."""
+    for name, lengths in (("src_lengths", src_lengths), ("tgt_lengths", tgt_lengths)):
+        if lengths.ndim != 1:
+            raise ValueError(f"{name} must be 1-D (one length per sequence), got shape {_fmt(lengths.shape)}")
+    if src_lengths.shape[0] != tgt_lengths.shape[0]:
+        raise ValueError(f"a batch has one source and one target per pair: src_lengths has shape "
+                         f"{_fmt(src_lengths.shape)} but tgt_lengths has shape {_fmt(tgt_lengths.shape)}")
+
 def ffn_params(params) -> tuple[str, ...]:
     """The FFN's parameter names, after checking that ``params`` has them all."""
     names = ("w_1", "b_1", "w_2", "b_2")

@@ -5,6 +5,7 @@
 applied to each position separately and identically (the same W_1, W_2 at every position):
 ``x`` ``(..., n, d_model)`` -> ``(..., n, d_model)`` through a hidden layer of width d_ff.
 The paper's sizes are d_model = 512, d_ff = 2048; BERT base uses 768 and 3072 = 4 x 768.
+``layer_parameter_counts`` says where a whole encoder or decoder layer's parameters sit.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
+from .multihead import parameter_count
 from .retrieval import as_float_array
 
 
@@ -44,3 +46,22 @@ def position_wise_ffn(x, params: dict) -> np.ndarray:
 def ffn_parameter_count(d_model: int, d_ff: int) -> int:
     """Weights and biases of one FFN: 2 d_model d_ff + d_ff + d_model (2,099,712 for 512 / 2048)."""
     return 2 * d_model * d_ff + d_ff + d_model
+
+
+def layer_parameter_counts(d_model: int, num_heads: int, d_ff: int, decoder: bool = False) -> dict:
+    """Parameters of one Transformer layer by part: ``{"attention": ..., "ffn": ..., "norms": ...}``.
+
+    An encoder layer has one multi-head self-attention, one FFN and two LayerNorms (a gain and a
+    bias of d_model each); a decoder layer has two multi-head attentions (masked self-attention and
+    encoder-decoder attention), one FFN and three LayerNorms: what ``nn.TransformerEncoderLayer`` and
+    ``nn.TransformerDecoderLayer`` hold. At 512 / 8 heads / 2048 the FFN is 2/3 of an encoder layer.
+    """
+    _checks.require_positive("d_model", d_model)
+    _checks.require_positive("num_heads", num_heads)
+    _checks.require_positive("d_ff", d_ff)
+    if d_model % num_heads:
+        raise ValueError(f"d_model = {d_model} does not split into num_heads = {num_heads} equal heads")
+    attentions, norms = (2, 3) if decoder else (1, 2)
+    return {"attention": attentions * parameter_count(d_model, num_heads),
+            "ffn": ffn_parameter_count(d_model, d_ff),
+            "norms": norms * 2 * d_model}

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .masking import causal_mask
+from .. import _checks
+from .masking import causal_mask, padding_mask
 from .multihead import multi_head_attention
 
 
@@ -62,3 +63,26 @@ def encoder_decoder_attention(y, memory, params: dict, num_heads: int, memory_ma
     """Queries from the decoder ``y`` ``(..., n_tgt, d_model)``; keys and values from the encoder's
     output ``memory`` ``(..., n_src, d_model)``. ``memory_mask`` hides the source's padding keys."""
     return multi_head_attention(y, memory, memory, params, num_heads, memory_mask, return_weights)
+
+
+def transformer_masks(src_lengths, tgt_lengths, n_src: int, n_tgt: int):
+    """The masks of the three attentions of a batch of (source, target) pairs, from their lengths.
+
+    Returns ``(src_mask, tgt_mask, memory_mask)``, each with the full shape of its attention
+    matrix (True = may attend), ready for the three functions above:
+
+    * ``src_mask`` ``(batch, n_src, n_src)``: encoder self-attention, the source's padding hidden;
+    * ``tgt_mask`` ``(batch, n_tgt, n_tgt)``: decoder self-attention, causal AND the target's padding;
+    * ``memory_mask`` ``(batch, n_tgt, n_src)``: cross-attention, the *source's* padding hidden.
+
+    Padding hides keys, never queries: a padding position's own row is computed (and ignored later).
+    """
+    src_lengths, tgt_lengths = np.asarray(src_lengths), np.asarray(tgt_lengths)
+    _checks.sequence_lengths(src_lengths, tgt_lengths)
+    src_keys = padding_mask(src_lengths, n_src)  # (batch, 1, n_src)
+    tgt_keys = padding_mask(tgt_lengths, n_tgt)  # (batch, 1, n_tgt)
+    batch = src_lengths.shape[0]
+    src_mask = np.broadcast_to(src_keys, (batch, n_src, n_src)).copy()
+    tgt_mask = combine_masks(causal_mask(n_tgt), tgt_keys)
+    memory_mask = np.broadcast_to(src_keys, (batch, n_tgt, n_src)).copy()
+    return src_mask, tgt_mask, memory_mask

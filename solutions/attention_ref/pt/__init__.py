@@ -21,10 +21,12 @@ from .multihead import (init_params, merge_heads, multi_head_attention, multiply
                         split_heads, params_from_torch)
 
 # lesson 5 -- the three uses of attention
-from .three_uses import combine_masks, decoder_self_attention, encoder_decoder_attention, encoder_self_attention
+from .three_uses import (combine_masks, decoder_self_attention, encoder_decoder_attention, encoder_self_attention,
+                         transformer_masks)
 
 # lesson 6 -- the position-wise feed-forward network
-from .feedforward import ffn_parameter_count, init_ffn_params, position_wise_ffn, ffn_params_from_torch
+from .feedforward import (ffn_parameter_count, ffn_params_from_torch, init_ffn_params, layer_parameter_counts,
+                          position_wise_ffn)
 
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
@@ -39,7 +41,9 @@ __all__ = [
     "causal_mask", "masked_softmax", "padding_mask", "to_key_padding_mask",
     "init_params", "merge_heads", "multi_head_attention", "multiply_adds", "parameter_count", "split_heads", "params_from_torch",
     "combine_masks", "decoder_self_attention", "encoder_decoder_attention", "encoder_self_attention",
-    "ffn_parameter_count", "init_ffn_params", "position_wise_ffn", "ffn_params_from_torch",
+    "transformer_masks",
+    "ffn_parameter_count", "init_ffn_params", "layer_parameter_counts", "position_wise_ffn",
+    "ffn_params_from_torch",
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
     "merge_attention", "online_softmax", "online_softmax_stats", "tiled_attention",
 ]

@@ -12,10 +12,11 @@ import torch
 from torch import nn
 
 from .. import _checks
-from ..np.feedforward import ffn_parameter_count  # plain arithmetic: one copy serves both
+from ..np.feedforward import ffn_parameter_count, layer_parameter_counts  # plain arithmetic: one copy serves both
 from .retrieval import as_float_tensor
 
-__all__ = ["init_ffn_params", "position_wise_ffn", "ffn_params_from_torch", "ffn_parameter_count"]
+__all__ = ["init_ffn_params", "position_wise_ffn", "ffn_params_from_torch", "ffn_parameter_count",
+           "layer_parameter_counts"]
 
 
 def init_ffn_params(d_model: int, d_ff: int, rng: torch.Generator | None = None, *, device=None,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from .masking import causal_mask
+from .. import _checks
+from .masking import causal_mask, padding_mask
 from .multihead import multi_head_attention
 
 
@@ -45,3 +46,22 @@ def encoder_decoder_attention(y, memory, params: dict, num_heads: int, memory_ma
                               return_weights: bool = False):
     """Queries from the decoder ``y``; keys and values from the encoder's output ``memory``."""
     return multi_head_attention(y, memory, memory, params, num_heads, memory_mask, return_weights)
+
+
+def transformer_masks(src_lengths, tgt_lengths, n_src: int, n_tgt: int):
+    """``(src_mask, tgt_mask, memory_mask)`` for a batch, on the device of the lengths; see the NumPy twin.
+
+    Shapes ``(batch, n_src, n_src)``, ``(batch, n_tgt, n_tgt)`` (causal AND the target's padding)
+    and ``(batch, n_tgt, n_src)`` (the source's padding); True = may attend.
+    """
+    for name, lengths in (("src_lengths", src_lengths), ("tgt_lengths", tgt_lengths)):
+        if not isinstance(lengths, torch.Tensor):
+            raise ValueError(f"{name} must be a 1-D integer tensor, got {type(lengths).__name__}")
+    _checks.sequence_lengths(src_lengths, tgt_lengths)
+    src_keys = padding_mask(src_lengths, n_src)
+    tgt_keys = padding_mask(tgt_lengths, n_tgt)
+    batch = src_lengths.shape[0]
+    src_mask = src_keys.expand(batch, n_src, n_src).clone()
+    tgt_mask = combine_masks(causal_mask(n_tgt, device=tgt_lengths.device), tgt_keys)
+    memory_mask = src_keys.expand(batch, n_tgt, n_src).clone()
+    return src_mask, tgt_mask, memory_mask
