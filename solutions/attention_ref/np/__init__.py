@@ -27,6 +27,10 @@ from .feedforward import ffn_parameter_count, init_ffn_params, position_wise_ffn
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
 
+# lesson 8 -- the Transformer assembled
+from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder_layer, init_decoder_layer_params,
+                          init_encoder_layer_params, layer_norm)
+
 __all__ = [
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
     "attention_weights", "scaled_dot_product_attention", "additive_attention", "additive_scores",
@@ -35,4 +39,6 @@ __all__ = [
     "combine_masks", "decoder_self_attention", "encoder_decoder_attention", "encoder_self_attention",
     "ffn_parameter_count", "init_ffn_params", "position_wise_ffn",
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
+    "add_and_norm", "decoder", "decoder_layer", "encoder", "encoder_layer", "init_decoder_layer_params",
+    "init_encoder_layer_params", "layer_norm",
 ]
