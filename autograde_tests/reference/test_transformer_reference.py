@@ -371,3 +371,25 @@ def test_training_lowers_the_loss_on_every_device(device):
         torch.set_num_threads(threads)
     assert seen == [60] and len(losses) == 60 and not model.training
     assert np.mean(losses[:5]) > 2.0 and np.mean(losses[-10:]) < 0.7 * np.mean(losses[:5])
+
+
+def test_adam_matches_torch_optim_adam():
+    """The written-out Adam takes the same steps as torch.optim.Adam, the learning rate changing per step."""
+    torch.manual_seed(6)
+    ours = [torch.nn.Parameter(torch.randn(4, 3, dtype=torch.float64)), torch.nn.Parameter(torch.randn(3, dtype=torch.float64))]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    adam, reference = tm.Adam(ours, betas=(0.9, 0.98), eps=1e-9), torch.optim.Adam(theirs, betas=(0.9, 0.98), eps=1e-9)
+    x = torch.randn(5, 4, dtype=torch.float64)
+    for step in range(12):
+        lr = tm.learning_rate(step, 1e-2, 4)
+        for params, opt in ((ours, adam), (theirs, reference)):
+            opt.zero_grad()
+            torch.tanh(x @ params[0] + params[1]).pow(2).sum().backward()
+        for group in reference.param_groups:
+            group["lr"] = lr
+        adam.step(lr)
+        reference.step()
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert tm.learning_rate(3, 1.0, 4) == 1.0 and tm.learning_rate(0, 1.0, 4) == 0.25  # warm-up, then 1/sqrt
+    assert tm.learning_rate(15, 1.0, 4) == pytest.approx(0.5)

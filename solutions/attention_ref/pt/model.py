@@ -20,7 +20,8 @@ What lives here, for the lessons after 8 (a KV cache re-uses the decoder step by
 ``greedy_decode(model, src, max_len, bos, eos)``: encode once, then one token at a time, each
     output fed back as the next input, until every sequence has produced ``eos``.
 ``make_batch(task, batch_size, ...)``: copy / reverse / sort digit sequences (nothing downloaded).
-``train(model, steps, ...)``: Adam with warm-up on fresh batches; returns the loss of every step.
+``train(model, steps, ...)``: Adam with warm-up on fresh batches; returns the loss of every step
+    (``Adam`` is written out here: creating a ``torch.optim`` optimizer imports ``torch._dynamo``).
 ``exact_match(predicted, target, pad)``: the fraction of sequences predicted exactly.
 """
 
@@ -36,7 +37,7 @@ from .positional import positional_encoding
 from .transformer import decoder, encoder, init_decoder_layer_params, init_encoder_layer_params
 
 __all__ = ["PAD", "BOS", "EOS", "FIRST_DIGIT", "VOCAB_SIZE", "TASKS", "Transformer", "greedy_decode",
-           "make_batch", "train", "exact_match", "tokens_to_digits"]
+           "make_batch", "Adam", "learning_rate", "train", "exact_match", "tokens_to_digits"]
 
 # The synthetic tasks' vocabulary: three special symbols, then the digits 0-9.
 PAD, BOS, EOS = 0, 1, 2
@@ -180,33 +181,67 @@ def make_batch(task: str, batch_size: int, min_len: int = 6, max_len: int = 6,
     return src.to(device), tgt_in.to(device), tgt_out.to(device)
 
 
+class Adam:
+    """Adam (Kingma and Ba, 2015), the update of ``torch.optim.Adam`` without weight decay, written out.
+
+    Written here because the first ``torch.optim`` optimizer a process creates imports
+    ``torch._dynamo``, which takes longer on a 2-core CPU than this module's whole training run.
+    ``step(lr)`` takes the learning rate of the step, so a schedule is just a function of the step.
+    """
+
+    def __init__(self, params, betas: tuple[float, float] = (0.9, 0.98), eps: float = 1e-9):
+        self.params = [p for p in params if p.requires_grad]
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.m = [torch.zeros_like(p) for p in self.params]  # running mean of the gradients
+        self.v = [torch.zeros_like(p) for p in self.params]  # running mean of their squares
+        self.steps = 0
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, lr: float) -> None:
+        self.steps += 1
+        correction1 = 1 - self.beta1 ** self.steps  # the running means start at 0: undo that bias
+        correction2 = math.sqrt(1 - self.beta2 ** self.steps)
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            m.lerp_(p.grad, 1 - self.beta1)
+            v.mul_(self.beta2).addcmul_(p.grad, p.grad, value=1 - self.beta2)
+            p.addcdiv_(m, (v.sqrt() / correction2).add_(self.eps), value=-lr / correction1)
+
+
+def learning_rate(step: int, lr: float, warmup: int) -> float:
+    """The paper's schedule shape (section 5.3): linear warm-up over ``warmup`` steps to ``lr``,
+    then decay as 1/sqrt(step). ``step`` counts from 0."""
+    return lr * min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
+
+
 def train(model: Transformer, steps: int, task: str = "reverse", batch_size: int = 128, lr: float = 8e-3,
           warmup: int = 10, min_len: int = 6, max_len: int = 6, generator: torch.Generator | None = None,
           progress=None) -> list[float]:
     """Train ``model`` on ``steps`` fresh batches of ``task`` with Adam and cross-entropy over the
     real target tokens (PAD ignored); returns the loss of every step.
 
-    The learning rate rises linearly over ``warmup`` steps, then decays as 1/sqrt(step): the shape
-    of the paper's schedule (section 5.3). ``progress`` wraps the step range, e.g.
-    ``tqdm.auto.tqdm`` for a progress bar (the library itself depends only on numpy and torch).
-    Batches are drawn on the CPU with ``generator`` and moved to the model's device.
+    The learning rate follows ``learning_rate(step, lr, warmup)``. ``progress`` wraps the step
+    range, e.g. ``tqdm.auto.tqdm`` for a progress bar (the library itself depends only on numpy
+    and torch). Batches are drawn on the CPU with ``generator`` and moved to the model's device.
     """
     device = next(model.parameters()).device
-    fused = device.type in ("cpu", "cuda")  # one kernel for all parameters: many small tensors here
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1))))
+    optimizer = Adam(model.parameters())
     steps_iter = range(steps) if progress is None else progress(range(steps))
     losses = []
     model.train()
-    for _ in steps_iter:
+    for step in steps_iter:
         src, tgt_in, tgt_out = make_batch(task, batch_size, min_len, max_len, generator, device)
         logits = model(src, tgt_in)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=model.pad)
         optimizer.zero_grad()
         loss.backward()
-        optimizer.step()
-        schedule.step()
+        optimizer.step(learning_rate(step, lr, warmup))
         losses.append(loss.item())
         if hasattr(steps_iter, "set_postfix"):
             steps_iter.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
