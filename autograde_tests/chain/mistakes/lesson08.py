@@ -42,7 +42,7 @@ MISTAKES = [
             'lib.encoder_self_attention(y, params["self_attn"], num_heads, tgt_mask)',
             {"test_decoder_layer"}, "the decoder's self-attention without the causal mask sees the future"),
     mistake("lesson08", "greedy-never-stops", "greedy_decode",
-            "        if finished.all():\n            break\n", "",
+            "            if finished.all():\n                break\n", "",
             {"test_greedy_decode"}, "decoding goes on to max_len after every sequence produced the end symbol"),
     mistake("lesson08", "greedy-reads-first-position", "greedy_decode",
             "logits[:, -1].argmax(dim=-1)", "logits[:, 0].argmax(dim=-1)",
