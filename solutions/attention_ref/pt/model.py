@@ -7,8 +7,8 @@ The model is the paper's encoder-decoder, built from the reference functions of 
 
 Its layers' parameters are ``nn.ParameterDict``s inside ``nn.ModuleDict``s, in the nested layout
 of ``attention_ref.pt.transformer`` (``model.decoder_layers[i]["cross_attn"]["w_q"]``, ...), so the
-reference functions run on them directly and autograd trains them. Dropout is left out (the
-toy task does not overfit in a few hundred steps), so training is deterministic given the seed.
+reference functions run on them directly and autograd trains them. Dropout is left out (on
+fresh random batches the toy task cannot overfit), so training is deterministic given the seed.
 
 What lives here, for the lessons after 8 (a KV cache re-uses the decoder step by step):
 
