@@ -28,6 +28,10 @@ from .feedforward import ffn_parameter_count, init_ffn_params, layer_parameter_c
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
 
+# lesson 8 -- the Transformer assembled
+from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder_layer, init_decoder_layer_params,
+                          init_encoder_layer_params, layer_norm)
+
 __all__ = [
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
     "attention_weights", "scaled_dot_product_attention", "additive_attention", "additive_scores",
@@ -37,4 +41,6 @@ __all__ = [
     "transformer_masks",
     "ffn_parameter_count", "init_ffn_params", "layer_parameter_counts", "position_wise_ffn",
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
+    "add_and_norm", "decoder", "decoder_layer", "encoder", "encoder_layer", "init_decoder_layer_params",
+    "init_encoder_layer_params", "layer_norm",
 ]

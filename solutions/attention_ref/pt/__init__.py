@@ -31,6 +31,11 @@ from .feedforward import (ffn_parameter_count, ffn_params_from_torch, init_ffn_p
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
 
+# lesson 8 -- the Transformer assembled
+from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder_layer, init_decoder_layer_params,
+                          init_encoder_layer_params, layer_norm,
+                          encoder_layer_params_from_torch, decoder_layer_params_from_torch)
+
 __all__ = [
     "available_devices", "pick_device",
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
@@ -42,4 +47,7 @@ __all__ = [
     "ffn_parameter_count", "init_ffn_params", "layer_parameter_counts", "position_wise_ffn",
     "ffn_params_from_torch",
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
+    "add_and_norm", "decoder", "decoder_layer", "encoder", "encoder_layer", "init_decoder_layer_params",
+    "init_encoder_layer_params", "layer_norm",
+    "encoder_layer_params_from_torch", "decoder_layer_params_from_torch",
 ]
