@@ -185,6 +185,47 @@ def ffn_inputs(x, params) -> None:
     require_same_size("d_model", "x", x, -1, "w_2", params["w_2"], 1)
 
 
+# ---- lesson 8: layer normalization, encoder and decoder layers, stacks --------------------
+
+LAYER_PARTS = {
+    "encoder": ("self_attn", "norm_1", "ffn", "norm_2"),
+    "decoder": ("self_attn", "norm_1", "cross_attn", "norm_2", "ffn", "norm_3"),
+}
+
+
+def layer_norm_inputs(x, gamma, beta, eps: float) -> None:
+    """x ``(..., d_model)``, gamma and beta ``(d_model,)``, eps > 0."""
+    require_ndim("x", x, 1, "(..., d_model)")
+    require_ndim("gamma", gamma, 1, "(d_model,)")
+    require_ndim("beta", beta, 1, "(d_model,)")
+    require_same_size("d_model", "x", x, -1, "gamma", gamma, -1)
+    require_same_size("d_model", "x", x, -1, "beta", beta, -1)
+    require_positive("eps", eps)
+
+
+def norm_params(norm) -> None:
+    """A LayerNorm's parameters: ``{"gamma", "beta"}`` (and optionally ``"eps"``)."""
+    missing = [name for name in ("gamma", "beta") if name not in norm]
+    if missing:
+        raise ValueError(f"norm lacks {', '.join(missing)}: a LayerNorm needs gamma and beta")
+
+
+def layer_params(params, kind: str) -> None:
+    """An encoder or decoder layer's nested parameter dict has every sub-layer's part."""
+    needed = LAYER_PARTS[kind]
+    missing = [name for name in needed if name not in params]
+    if missing:
+        raise ValueError(f"params lacks {', '.join(missing)}: a{'n' if kind == 'encoder' else ''} "
+                         f"{kind} layer needs {', '.join(needed)}")
+
+
+def stack_layers(layers) -> list:
+    """A stack's parameters: a sequence of layer dicts (one dict is one layer, not a stack)."""
+    if hasattr(layers, "keys"):
+        raise ValueError("layers must be a list of layer parameter dicts, one per layer; "
+                         f"got one dict with keys {', '.join(map(str, layers.keys()))}")
+    return list(layers)
+
 # ---- lesson 9: efficient attention ------------------------------------------------------
 
 

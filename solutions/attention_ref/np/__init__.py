@@ -28,6 +28,10 @@ from .feedforward import ffn_parameter_count, init_ffn_params, layer_parameter_c
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
 
+# lesson 8 -- the Transformer assembled
+from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder_layer, init_decoder_layer_params,
+                          init_encoder_layer_params, layer_norm)
+
 # lesson 9 -- efficient attention (the KV cache of greedy decoding is in attention_ref.pt only)
 from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
 
@@ -40,5 +44,7 @@ __all__ = [
     "transformer_masks",
     "ffn_parameter_count", "init_ffn_params", "layer_parameter_counts", "position_wise_ffn",
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
+    "add_and_norm", "decoder", "decoder_layer", "encoder", "encoder_layer", "init_decoder_layer_params",
+    "init_encoder_layer_params", "layer_norm",
     "merge_attention", "online_softmax", "online_softmax_stats", "tiled_attention",
 ]

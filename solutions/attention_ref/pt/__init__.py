@@ -31,6 +31,11 @@ from .feedforward import (ffn_parameter_count, ffn_params_from_torch, init_ffn_p
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
 
+# lesson 8 -- the Transformer assembled
+from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder_layer, init_decoder_layer_params,
+                          init_encoder_layer_params, layer_norm,
+                          encoder_layer_params_from_torch, decoder_layer_params_from_torch)
+
 # lesson 9 -- efficient attention (the KV cache of greedy decoding is in attention_ref.pt only)
 from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
 
@@ -45,5 +50,8 @@ __all__ = [
     "ffn_parameter_count", "init_ffn_params", "layer_parameter_counts", "position_wise_ffn",
     "ffn_params_from_torch",
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
+    "add_and_norm", "decoder", "decoder_layer", "encoder", "encoder_layer", "init_decoder_layer_params",
+    "init_encoder_layer_params", "layer_norm",
+    "encoder_layer_params_from_torch", "decoder_layer_params_from_torch",
     "merge_attention", "online_softmax", "online_softmax_stats", "tiled_attention",
 ]
