@@ -226,6 +226,7 @@ def stack_layers(layers) -> list:
                          f"got one dict with keys {', '.join(map(str, layers.keys()))}")
     return list(layers)
 
+
 # ---- lesson 9: efficient attention ------------------------------------------------------
 
 

@@ -32,7 +32,7 @@ from .positional import add_positional_encoding, frequencies, positional_encodin
 from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder_layer, init_decoder_layer_params,
                           init_encoder_layer_params, layer_norm)
 
-# lesson 9 -- efficient attention (the KV cache of greedy decoding is in attention_ref.pt only)
+# lesson 9 -- efficient attention (its KV cache runs lesson 8's PyTorch model: attention_ref.pt only)
 from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
 
 __all__ = [
