@@ -8,6 +8,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import attention_ref.pt as rpt
+from attention_ref.profiling import count_multiply_adds
 from attention_ref.pt.decoding import CachedDecoder, cached_self_attention, greedy_decode_cached
 from attention_ref.pt.model import BOS, EOS, VOCAB_SIZE, Transformer, greedy_decode, make_batch
 
@@ -72,9 +73,14 @@ def test_a_cached_step_costs_the_same_at_every_step_and_an_uncached_one_grows():
         with FlopCounterMode(display=False) as counter:
             logits = decoder.step(ys[:, -1:])
         cached.append(counter.get_total_flops())
+        decoder.caches = [{k: v[..., :-1, :] for k, v in cache.items()} for cache in decoder.caches]
+        decoder.position -= 1  # the same step again, counted the light way: the same count
+        assert 2 * count_multiply_adds(decoder.step, ys[:, -1:])[1] == cached[-1]
         with FlopCounterMode(display=False) as counter, torch.no_grad():
             full = model.decode(ys, decoder.memory, mask)
         uncached.append(counter.get_total_flops())
+        with torch.no_grad():
+            assert 2 * count_multiply_adds(model.decode, ys, decoder.memory, mask)[1] == uncached[-1]
         torch.testing.assert_close(logits[:, -1], full[:, -1], rtol=1e-5, atol=1e-5)
         ys = torch.cat([ys, full[:, -1].argmax(-1, keepdim=True)], dim=1)
     grow_uncached = [b - a for a, b in zip(uncached, uncached[1:])]

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import attention_ref.np as rnp
 import attention_ref.pt as rpt
-from attention_ref.profiling import best_time, peak_memory
+from attention_ref.profiling import best_time, count_multiply_adds, peak_memory
 
 from .test_sdpa_reference import SHAPES, _masks, _randn, _reference_sdpa
 from .tolerances import FLOAT_DTYPES, TOLERANCES
@@ -160,6 +160,9 @@ def test_profiling_helpers(device):
         with pytest.raises(ValueError, match="NumPy"):
             peak_memory(torch.matmul, t, t)
     assert best_time(torch.matmul, t, t, repeat=2) > 0
+    a, b = torch.ones(3, 4, 5, device=device), torch.ones(5, 6, device=device)
+    out, macs = count_multiply_adds(lambda: (a @ b, torch.nn.functional.linear(a, b.T), torch.bmm(a, a.transpose(1, 2))))
+    assert macs == 3 * 4 * 6 * 5 + 3 * 4 * 6 * 5 + 3 * 4 * 4 * 5
 
 
 def test_bad_input_is_named():

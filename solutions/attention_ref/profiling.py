@@ -1,4 +1,5 @@
-"""Measuring attention (lesson 9 and ``make bench``): the peak memory and the time of one call.
+"""Measuring attention (lesson 9 and ``make bench``): the peak memory, the time and the
+multiply-adds of one call.
 
 NumPy arrays' memory is traced with the standard library's ``tracemalloc`` (NumPy reports its
 allocations to it); CUDA tensors' memory with ``torch.cuda.max_memory_allocated``. The memory of
@@ -12,6 +13,7 @@ import time
 import tracemalloc
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 
 def _devices(args, kwargs) -> set[str]:
@@ -67,3 +69,35 @@ def best_time(fn, *args, repeat: int = 3, warmup: int = 1, **kwargs) -> float:
     for _ in range(warmup):
         once()
     return min(once() for _ in range(max(1, repeat)))
+
+
+class _MultiplyAdds(TorchFunctionMode):
+    """Adds up the multiply-adds of PyTorch's matrix products (``@``, ``matmul``, ``mm``, ``bmm``,
+    ``F.linear``) as they run, from their operands' shapes."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        if name in ("matmul", "__matmul__", "mm", "bmm") and isinstance(out, torch.Tensor):
+            self.count += out.numel() * args[0].shape[-1]  # each output number: one row times one column
+        elif name == "__rmatmul__" and isinstance(out, torch.Tensor):
+            self.count += out.numel() * args[1].shape[-1]
+        elif name == "linear":
+            x, weight = args[0], args[1] if len(args) > 1 else kwargs["weight"]
+            self.count += (x.numel() // x.shape[-1]) * weight.shape[0] * weight.shape[1]
+        return out
+
+
+def count_multiply_adds(fn, *args, **kwargs):
+    """Run ``fn(*args, **kwargs)``; return ``(result, multiply_adds)`` of the PyTorch matrix products
+    it ran (``@``, ``matmul``, ``mm``, ``bmm``, ``F.linear``; fused kernels such as
+    ``F.scaled_dot_product_attention`` are not seen). Counted at the Python level as the products
+    run, so it costs nothing to start (``torch.utils.flop_counter.FlopCounterMode`` counts the same
+    products, as FLOPs = 2 x multiply-adds, but its first use takes seconds)."""
+    with _MultiplyAdds() as counter:
+        result = fn(*args, **kwargs)
+    return result, counter.count
