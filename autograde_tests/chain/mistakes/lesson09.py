@@ -1,7 +1,8 @@
 """Lesson 9, Efficient attention: planted mistakes and the test cells that must catch them.
 
 Each exercise stands alone (Exercise 3's tests build their inputs with the notebook's own
-attention_with_lse, not with the learner's tiled attention), so no mistake cascades.
+attention_with_lse, not with the learner's tiled attention; the KV-cache demo after Exercise 5
+uses the learner's cached_self_attention but grades nothing), so no mistake cascades.
 """
 
 from . import mistake
@@ -42,4 +43,18 @@ MISTAKES = [
             "running_sum = running_sum * alpha + weights.sum(dim=-1, keepdim=True)",
             "running_sum = running_sum + weights.sum(dim=-1, keepdim=True)",
             {"test_tiled_attention_torch"}, "the accumulated output is rescaled but the running sum is not"),
+    mistake("lesson09", "cache-appended-twice", "cached_self_attention",
+            'heads = ref_pt.scaled_dot_product_attention(q, cache["k"], cache["v"])',
+            'heads = ref_pt.scaled_dot_product_attention(q, torch.cat([cache["k"], k_new], dim=-2), '
+            'torch.cat([cache["v"], v_new], dim=-2))',
+            {"test_cached_self_attention"}, "the new key and value appended to the cache, then once more"),
+    mistake("lesson09", "cache-causal-mask-top-left", "cached_self_attention",
+            'heads = ref_pt.scaled_dot_product_attention(q, cache["k"], cache["v"])',
+            'heads = ref_pt.scaled_dot_product_attention(q, cache["k"], cache["v"], '
+            'ref_pt.causal_mask(1, cache["k"].shape[-2], device=q.device))',
+            {"test_cached_self_attention"}, "a causal mask aligned at the top left: a lone query sees key 0 only"),
+    mistake("lesson09", "cache-not-kept", "cached_self_attention",
+            'cache["k"] = k_new if "k" not in cache else torch.cat([cache["k"], k_new], dim=-2)',
+            'cache["k"] = k_new',
+            {"test_cached_self_attention"}, "only the newest key is kept: each step attends to itself"),
 ]
