@@ -103,8 +103,12 @@ def fmt_bytes(n: float) -> str:
 
 
 def progress(iterable, desc: str, total: int | None = None, show: bool = True):
-    from tqdm.auto import tqdm
-
+    """A progress bar on stderr (tqdm), or the bare iterable where tqdm is missing (a bare GPU
+    machine has numpy and torch, not the course's tools)."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return iterable
     return tqdm(iterable, desc=desc, total=total, leave=False, file=sys.stderr, disable=not show)
 
 
@@ -433,8 +437,8 @@ def bench_gpu(cfg: Config, device=None) -> list[Table]:
                 times[label][n] = "out of memory"
             except AssertionError:
                 times[label][n] = "wrong result"
-            except RuntimeError as error:  # a backend that does not support these inputs
-                times[label][n] = "n/a" if "backend" in str(error).lower() else f"error: {str(error)[:40]}"
+            except RuntimeError as error:  # e.g. a backend that does not support these inputs
+                times[label][n] = f"n/a: {str(error).splitlines()[0][:30]}"
             finally:
                 if cuda:
                     torch.cuda.empty_cache()
