@@ -40,7 +40,7 @@ from .lessons import ROOT, all_lessons
 SECTIONS = ("lessons", "attention", "memory", "grading", "gpu")
 FLOOR_SOURCE = "import numpy\nimport torch\nimport matplotlib.pyplot as plt"
 CLASS_SIZE = 100
-GRADING_TARGETS = ("grade-class",)  # Makefile targets that grade a class and report notebooks/minute
+GRADING_TARGETS = ("grade-class",)  # Makefile targets that grade a class of CLASS and report notebooks per minute
 RATE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*notebooks?\s*(?:/|per)\s*min", re.IGNORECASE)
 MiB = 2 ** 20
 
@@ -360,7 +360,7 @@ def bench_grading(cfg: Config, root: Path = ROOT) -> Table:
         why = "not run (--tiny)" if not cfg.grading else "n/a (class grading not on main yet)"
         table.rows.append(["notebooks per minute", why])
         return table
-    command = ["make", "--no-print-directory", target, f"STUDENTS={CLASS_SIZE}"]
+    command = ["make", "--no-print-directory", target, f"CLASS={CLASS_SIZE}"]  # its report ends with the rate
     start = time.perf_counter()
     result = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
     took = time.perf_counter() - start
