@@ -56,6 +56,28 @@ def _code_of(value):
     return None
 
 
+def library_wrapper(new, old) -> bool:
+    """Whether ``new`` is the library's own wrapper around ``old`` (torch._dynamo wraps
+    torch.manual_seed when it is first imported, say): its ``__wrapped__`` chain reaches ``old``
+    and its code lives in the same package's files, not in a notebook."""
+    root = (getattr(old, "__module__", None) or "").split(".")[0]
+    package = getattr(sys.modules.get(root), "__file__", None)
+    code = getattr(new, "__code__", None)
+    if not package or code is None:
+        return False
+    folder = package.rsplit("/", 1)[0] + "/"
+    if not code.co_filename.startswith(folder):
+        return False
+    current = new
+    for _ in range(8):
+        current = getattr(current, "__wrapped__", None)
+        if current is old:
+            return True
+        if current is None:
+            return False
+    return False
+
+
 class _Namespace:
     """A dict-like namespace (module or class dict, or an instance's attributes) and its snapshot."""
 
@@ -85,9 +107,13 @@ class _Namespace:
     def check(self, restore: bool) -> list[str]:
         found = []
         current = self._dict()
-        for key, value in self.values.items():
+        for key, value in list(self.values.items()):
             now = current.get(key, _MISSING)
-            if now is not value:
+            if now is not value and library_wrapper(now, value):
+                self.values[key] = now  # the library wrapped itself; watch the wrapper from now on
+                if (code := _code_of(now)) is not None:
+                    self.codes[key] = code
+            elif now is not value:
                 found.append(f"{self.label}.{key} was replaced" if now is not _MISSING
                              else f"{self.label}.{key} was deleted")
                 if restore:
