@@ -134,17 +134,24 @@ def make_audit_hook(protected: list[str], allowed: list[str], writable: list[str
     return hook
 
 
+def _lower(limit: int, soft: int, hard: int | None = None) -> None:
+    """Lower a resource limit (never above what the system already allows)."""
+    _, current = resource.getrlimit(limit)
+    hard = soft if hard is None else hard
+    if current != resource.RLIM_INFINITY:
+        soft, hard = min(soft, current), min(hard, current)
+    resource.setrlimit(limit, (soft, hard))
+
+
 def _limits() -> None:
     memory = int(os.environ.get(ENV_MEMORY, "4096"))
     cpu = int(os.environ.get(ENV_CPU, "900"))
     if memory > 0:
-        resource.setrlimit(resource.RLIMIT_DATA, (memory * 2**20, memory * 2**20))
+        _lower(resource.RLIMIT_DATA, memory * 2**20)
     if cpu > 0:
-        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-        hard = cpu + 10 if hard == resource.RLIM_INFINITY else min(hard, cpu + 10)
-        resource.setrlimit(resource.RLIMIT_CPU, (min(cpu, hard), hard))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 2**20, 256 * 2**20))
+        _lower(resource.RLIMIT_CPU, cpu, cpu + 10)  # SIGXCPU at the soft limit ends the kernel
+    _lower(resource.RLIMIT_CORE, 0)
+    _lower(resource.RLIMIT_FSIZE, 256 * 2**20)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails (EFBIG), no kill
 
 
