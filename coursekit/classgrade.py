@@ -415,8 +415,7 @@ def _grade_class(course, lesson, workers, force, batch_size, extra, progress, on
                 while pending:
                     done, pending = concurrent.futures.wait(pending, timeout=1.0,
                                                             return_when=concurrent.futures.FIRST_COMPLETED)
-                    bar.n = finished()
-                    bar.refresh()
+                    bar.update(finished() - bar.n)
                     for future in done:
                         batch, worker_db, code, tail = future.result()
                         ok = _graded_in(worker_db, lesson, course, batch)
@@ -438,7 +437,7 @@ def _grade_class(course, lesson, workers, force, batch_size, extra, progress, on
                         _write_json(ledger_path, ledger)
                         worker_db.unlink(missing_ok=True)
         finally:
-            bar.n = finished()
+            bar.update(finished() - bar.n)
             bar.close()
             shutil.rmtree(work, ignore_errors=True)
     seconds = time.monotonic() - start
@@ -497,15 +496,18 @@ def build_synthetic(course: Path, lesson: Lesson, size: int, seed: int = 0) -> d
         order += [what] * round(share * size)
     order = (order + ["solved"] * size)[:size]
     random.Random(seed).shuffle(order)
+    seen = {"mistake": 0, "bad": 0}  # each kind of mistake and of bad submission in turn
     for i, what in enumerate(order):
+        if what in seen:
+            turn, seen[what] = seen[what], seen[what] + 1
         if what == "mistake":
-            m = mistakes[i % len(mistakes)]
+            m = mistakes[turn % len(mistakes)]
             name = f"s{i + 1:03d}-mistake-{m.name}"
             nb = grading.fill_solutions(stuff.student, nbformat.read(
                 course / "solutions" / lesson.assignment / f"{lesson.name}.ipynb", 4), {m.cell: (m.old, m.new)})
             sub = badsubmissions.Submission(nb)
         elif what == "bad":
-            k = kinds[i % len(kinds)]
+            k = kinds[turn % len(kinds)]
             name, sub = f"s{i + 1:03d}-bad-{k.name}", k.build(stuff)
         else:
             name = f"s{i + 1:03d}-{what}"
@@ -571,4 +573,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except GradingError as problem:
+        sys.exit(f"classgrade: {problem}")
