@@ -167,3 +167,20 @@ def test_student_edition_of_the_book_has_no_solution_code():
         assert not leaked, f"{lesson.name}: solution code in the student edition: {leaked[:3]}"
         for hidden in hidden_test_lines(lesson):
             assert hidden not in text
+
+
+def test_links_to_cited_works_become_citations_that_link(book):
+    """A lesson's link to a work in references.bib is a citation in the book, leading to the
+    references page (test_internal_links_resolve checks that the anchor exists)."""
+    from coursekit.book import bibliography_urls
+
+    urls = bibliography_urls()
+    for lesson in all_lessons():
+        linked = {urls[url] for url in re.findall(r"\]\((https?://[^)\s]+)\)", lesson.source.read_text(encoding="utf-8"))
+                  if url in urls}
+        if not linked:
+            continue
+        text = (book / "lessons" / f"{lesson.name}.html").read_text(encoding="utf-8")
+        citations = re.findall(r'<a [^>]*href="\.\./references\.html#id\d+"[^>]*>', text)
+        assert len(citations) >= len(linked), f"{lesson.name} cites {sorted(linked)}: {len(citations)} citation links"
+    assert "vaswani2017" in urls.values()

@@ -30,6 +30,29 @@ BOOK = ROOT / "book"
 PAGES = BOOK / "lessons"  # generated, git-ignored
 EDITIONS = ("solutions", "student")
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", re.MULTILINE)
+MARKDOWN_LINK = re.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
+
+
+def bibliography_urls() -> dict[str, str]:
+    """{url: citation key} of every work in book/references.bib that has a url."""
+    from pybtex.database import parse_file  # what sphinxcontrib-bibtex reads the file with
+
+    entries = parse_file(str(BOOK / "references.bib")).entries
+    return {entry.fields["url"]: key for key, entry in entries.items() if "url" in entry.fields}
+
+
+def link_citations(nb: nbformat.NotebookNode, urls: dict[str, str]) -> nbformat.NotebookNode:
+    """A lesson links to a work it quotes, e.g. ``[Vaswani et al.](https://arxiv.org/abs/1706.03762)``:
+    a link that a learner can follow in Jupyter. In the book, a link to a work in references.bib
+    becomes its text followed by a citation (``{cite:p}``) that leads to the references page."""
+    def cite(match: re.Match) -> str:
+        key = urls.get(match.group(2))
+        return match.group(0) if key is None else f"{match.group(1)} {{cite:p}}`{key}`"
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = MARKDOWN_LINK.sub(cite, cell.source)
+    return nb
 
 
 def solutions_page(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -73,12 +96,13 @@ def write_pages(edition: str) -> list[Path]:
     """Write book/lessons/<name>.ipynb for every lesson; only pages whose text changed."""
     PAGES.mkdir(exist_ok=True)
     repository = yaml.safe_load((BOOK / "_config.yml").read_text(encoding="utf-8")).get("repository", {})
-    written = []
+    written, urls = [], bibliography_urls()
     for item in all_lessons():
         if edition == "student":
             page = student_page(nbformat.read(item.student_notebook, as_version=4))
         else:
             page = solutions_page(source_to_notebook(item.source))
+        page = link_citations(page, urls)
         page.cells.insert(1, launch_header(item, repository))  # under the title and its intro
         target = PAGES / f"{item.name}.ipynb"
         text = nbformat.writes(page) + "\n"

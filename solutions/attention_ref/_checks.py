@@ -151,3 +151,77 @@ def heads_input(x, num_heads: int) -> None:
     if x.shape[-1] % num_heads:
         raise ValueError(f"x has shape {_fmt(x.shape)}: its last axis ({x.shape[-1]}) does not split "
                          f"into num_heads = {num_heads} equal heads")
+
+
+def sequence_lengths(src_lengths, tgt_lengths) -> None:
+    """transformer_masks: one source length and one target length per pair of the batch (1-D)."""
+    for name, lengths in (("src_lengths", src_lengths), ("tgt_lengths", tgt_lengths)):
+        if lengths.ndim != 1:
+            raise ValueError(f"{name} must be 1-D (one length per sequence), got shape {_fmt(lengths.shape)}")
+    if src_lengths.shape[0] != tgt_lengths.shape[0]:
+        raise ValueError(f"a batch has one source and one target per pair: src_lengths has shape "
+                         f"{_fmt(src_lengths.shape)} but tgt_lengths has shape {_fmt(tgt_lengths.shape)}")
+
+def ffn_params(params) -> tuple[str, ...]:
+    """The FFN's parameter names, after checking that ``params`` has them all."""
+    names = ("w_1", "b_1", "w_2", "b_2")
+    missing = [name for name in names if name not in params]
+    if missing:
+        raise ValueError(f"params lacks {', '.join(missing)}: the FFN needs w_1, b_1, w_2 and b_2")
+    return names
+
+
+def ffn_inputs(x, params) -> None:
+    """x ``(..., n, d_model)``, w_1 ``(d_model, d_ff)``, b_1 ``(d_ff,)``, w_2 ``(d_ff, d_model)``, b_2 ``(d_model,)``."""
+    require_ndim("x", x, 1, "(..., n, d_model)")
+    require_ndim("w_1", params["w_1"], 2, "(d_model, d_ff)")
+    require_ndim("w_2", params["w_2"], 2, "(d_ff, d_model)")
+    require_ndim("b_1", params["b_1"], 1, "(d_ff,)")
+    require_ndim("b_2", params["b_2"], 1, "(d_model,)")
+    require_same_size("d_model", "x", x, -1, "w_1", params["w_1"], 0)
+    require_same_size("d_ff", "w_1", params["w_1"], 1, "w_2", params["w_2"], 0)
+    require_same_size("d_ff", "w_1", params["w_1"], 1, "b_1", params["b_1"], -1)
+    require_same_size("d_model", "w_2", params["w_2"], 1, "b_2", params["b_2"], -1)
+    require_same_size("d_model", "x", x, -1, "w_2", params["w_2"], 1)
+
+
+# ---- lesson 8: layer normalization, encoder and decoder layers, stacks --------------------
+
+LAYER_PARTS = {
+    "encoder": ("self_attn", "norm_1", "ffn", "norm_2"),
+    "decoder": ("self_attn", "norm_1", "cross_attn", "norm_2", "ffn", "norm_3"),
+}
+
+
+def layer_norm_inputs(x, gamma, beta, eps: float) -> None:
+    """x ``(..., d_model)``, gamma and beta ``(d_model,)``, eps > 0."""
+    require_ndim("x", x, 1, "(..., d_model)")
+    require_ndim("gamma", gamma, 1, "(d_model,)")
+    require_ndim("beta", beta, 1, "(d_model,)")
+    require_same_size("d_model", "x", x, -1, "gamma", gamma, -1)
+    require_same_size("d_model", "x", x, -1, "beta", beta, -1)
+    require_positive("eps", eps)
+
+
+def norm_params(norm) -> None:
+    """A LayerNorm's parameters: ``{"gamma", "beta"}`` (and optionally ``"eps"``)."""
+    missing = [name for name in ("gamma", "beta") if name not in norm]
+    if missing:
+        raise ValueError(f"norm lacks {', '.join(missing)}: a LayerNorm needs gamma and beta")
+
+
+def layer_params(params, kind: str) -> None:
+    """An encoder or decoder layer's nested parameter dict has every sub-layer's part."""
+    needed = LAYER_PARTS[kind]
+    missing = [name for name in needed if name not in params]
+    if missing:
+        raise ValueError(f"params lacks {', '.join(missing)}: a{'n' if kind == 'encoder' else ''} "
+                         f"{kind} layer needs {', '.join(needed)}")
+
+
+def stack_layers(layers) -> list:
+    """A stack's parameters: a sequence of layer dicts (one dict is one layer, not a stack)."""
+    if hasattr(layers, "keys"):
+        raise ValueError("layers must be a list of layer parameter dicts, one per layer; "
+                         f"got one dict with keys {', '.join(map(str, layers.keys()))}")
+    return list(layers)

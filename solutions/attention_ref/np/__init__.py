@@ -18,9 +18,29 @@ from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_m
 from .multihead import (init_params, merge_heads, multi_head_attention, multiply_adds, parameter_count,
                         split_heads)
 
+# lesson 5 -- the three uses of attention
+from .three_uses import (combine_masks, decoder_self_attention, encoder_decoder_attention, encoder_self_attention,
+                         transformer_masks)
+
+# lesson 6 -- the position-wise feed-forward network
+from .feedforward import ffn_parameter_count, init_ffn_params, layer_parameter_counts, position_wise_ffn
+
+# lesson 7 -- positional encoding
+from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
+
+# lesson 8 -- the Transformer assembled
+from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder_layer, init_decoder_layer_params,
+                          init_encoder_layer_params, layer_norm)
+
 __all__ = [
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
     "attention_weights", "scaled_dot_product_attention", "additive_attention", "additive_scores",
     "causal_mask", "masked_softmax", "padding_mask", "to_key_padding_mask",
     "init_params", "merge_heads", "multi_head_attention", "multiply_adds", "parameter_count", "split_heads",
+    "combine_masks", "decoder_self_attention", "encoder_decoder_attention", "encoder_self_attention",
+    "transformer_masks",
+    "ffn_parameter_count", "init_ffn_params", "layer_parameter_counts", "position_wise_ffn",
+    "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
+    "add_and_norm", "decoder", "decoder_layer", "encoder", "encoder_layer", "init_decoder_layer_params",
+    "init_encoder_layer_params", "layer_norm",
 ]
