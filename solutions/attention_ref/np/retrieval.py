@@ -39,6 +39,8 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     x = as_float_array("x", x)
     if x.ndim == 0:
         raise ValueError("softmax needs at least one dimension, got a scalar")
+    if x.shape[axis] == 0:  # no keys at all: nothing gets weight (the max of an empty axis fails)
+        return x.copy()
     peak = np.max(x, axis=axis, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0.0)
     exps = np.exp(x - peak)
