@@ -24,7 +24,7 @@ BOOK_TOOLS := coursekit/book.py coursekit/sources.py coursekit/lessons.py
 BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
 BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
 
-.PHONY: help install book bench bench-book lab check notebooks test browser autograde feedback clean
+.PHONY: help install book bench bench-book lab check notebooks test browser autograde grade-class feedback clean
 .DEFAULT_GOAL := help
 
 help:
@@ -35,8 +35,9 @@ help:
 	@echo "make notebooks   regenerate the student edition in notebooks/ from solutions/"
 	@echo "make bench       the course's performance numbers: lessons, attention, memory, grading, GPU"
 	@echo "make bench-book  time a full book build and a rebuild after editing one lesson"
-	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON with nbgrader"
+	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader, all cores, report)"
 	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON"
+	@echo "make grade-class                 instructors: grade a synthetic class of 100 (CLASS=, LESSON=)"
 
 install: $(STAMP)
 
@@ -99,8 +100,17 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "Chromium not found: the browser tests will skip (apt-get install chromium)"; fi; }
 
+# nbgrader autograde in parallel batches, screening first, a per-student table and reports/LESSON/
+# (coursekit/classgrade.py). GRADE_FLAGS=--force regrades everything; --accept STUDENT releases a hold.
+GRADE_FLAGS ?=
 autograde: $(STAMP)
-	$(VENV)/bin/nbgrader autograde $(or $(LESSON),$(error give LESSON=lessonNN))
+	$(PY) -m coursekit.classgrade $(or $(LESSON),$(error give LESSON=lessonNN)) $(GRADE_FLAGS)
+
+# A synthetic class -- solved, blank, planted mistakes, broken and hostile submissions -- graded on
+# all cores in a temporary course: the per-student table and notebooks per minute.
+CLASS ?= 100
+grade-class: $(STAMP)
+	$(PY) -m coursekit.classgrade $(or $(LESSON),lesson01) --synthetic $(CLASS) $(GRADE_FLAGS)
 
 feedback: $(STAMP)
 	$(VENV)/bin/nbgrader generate_feedback $(or $(LESSON),$(error give LESSON=lessonNN))

@@ -4,6 +4,9 @@
     nbgrader autograde lesson01                # submitted/<student>/lesson01 -> autograded/
     nbgrader generate_feedback lesson01        # -> feedback/<student>/lesson01
     nbgrader export                            # grades.csv
+
+For a whole class, `make autograde LESSON=lesson01` (python -m coursekit.classgrade) runs the same
+pipeline on both cores, screens unreadable submissions first and writes a report.
 """
 
 from pathlib import Path
@@ -36,3 +39,28 @@ except ImportError:  # nbgrader run outside the course's environment: use the no
     pass
 else:
     sync_sources(Path(__file__).resolve().parent)
+
+    # Grading untrusted notebooks (coursekit/autograder.py, sandbox.py, guard.py, integrity.py):
+    # screen and repair each submission first; run it in a sandbox kernel (memory limit, no access
+    # to the course's files, no processes) with a guard that undoes tampering with what the tests
+    # rely on; survive kernels that die or hang; hold the points of suspicious submissions.
+    c.Autograde.sanitize_preprocessors = [
+        "coursekit.autograder.ScreenSubmission",
+        "nbgrader.preprocessors.ClearOutput",
+        "nbgrader.preprocessors.DeduplicateIds",
+        "nbgrader.preprocessors.OverwriteKernelspec",
+        "nbgrader.preprocessors.OverwriteCells",
+        "nbgrader.preprocessors.CheckCellMetadata",
+    ]
+    c.Autograde.autograde_preprocessors = [
+        "coursekit.autograder.GuardedExecute",
+        "nbgrader.preprocessors.IgnorePattern",
+        "nbconvert.preprocessors.ClearMetadataPreprocessor",
+        "nbgrader.preprocessors.LimitOutput",
+        "nbgrader.preprocessors.SaveAutoGrades",
+        "nbgrader.preprocessors.AssignLatePenalties",
+        "nbgrader.preprocessors.CheckCellMetadata",
+        "coursekit.autograder.HoldForReview",
+    ]
+    c.SandboxKernelManager.memory_limit_mb = 4096  # RLIMIT_DATA of a grading kernel
+    c.SandboxKernelManager.cpu_limit_s = 900

@@ -35,8 +35,10 @@ class CellResult:
 class NotebookResult:
     student: str
     lesson: Lesson
-    cells: list[CellResult] = field(default_factory=list)
+    cells: list[CellResult] = field(default_factory=list)  # scores as the tests gave them
     errors: list[str] = field(default_factory=list)  # errors in cells that are not test cells
+    findings: list[str] = field(default_factory=list)  # what the grader noted (coursekit.integrity)
+    held: bool = False  # points withheld until an instructor reviews the notebook
 
     @property
     def score(self) -> float:
@@ -123,10 +125,14 @@ def results(course: Path, lesson: Lesson, students: list[str] | None = None) -> 
                      if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
             grades = {g.name: g for g in
                       gradebook.find_submission_notebook(lesson.name, lesson.assignment, student).grades}
-            result = NotebookResult(student=student, lesson=lesson, errors=errors)
+            meta = notebook.metadata.get("coursekit", {})
+            result = NotebookResult(student=student, lesson=lesson, errors=errors, held=bool(meta.get("held")),
+                                    findings=[f"[{f['severity']}] {f['kind']}: {f['message']}"
+                                              + (f" ({f['where']})" if f.get("where") else "")
+                                              for f in meta.get("findings", [])])
             for grade_id in sorted(grades, key=lambda g: order.index(g) if g in order else len(order)):
                 grade = grades[grade_id]
-                score = grade.score if grade.score is not None else 0.0
+                score = grade.auto_score if grade.auto_score is not None else 0.0
                 result.cells.append(CellResult(grade_id, float(score), float(grade.max_score),
                                                messages.get(grade_id, "")))
             out[student] = result

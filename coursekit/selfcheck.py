@@ -52,6 +52,11 @@ def report(result: grading.NotebookResult) -> str:
     lines.append(f"  {'total':<{width}}{result.score:>4g} / {result.max_score:<3g}")
     if result.errors:
         lines.append(f"  ({len(result.errors)} other cell(s) raised errors, e.g. {result.errors[0][:100]})")
+    if result.held:
+        lines.append("  An instructor's autograder would hold these points until someone reviews the notebook:")
+    elif result.findings:
+        lines.append("  Notes from the autograder:")
+    lines += [f"    {finding[:160]}" for finding in result.findings[:8]]
     return "\n".join(lines)
 
 

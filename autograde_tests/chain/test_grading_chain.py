@@ -61,6 +61,14 @@ def test_planted_mistake_loses_exactly_its_points(graded, mistake):
     print(f"{mistake.student}: {result.score:g}/{result.max_score:g}")
 
 
+def test_honest_submissions_are_never_held_for_review(graded):
+    """Solved, blank and planted mistakes do nothing the grader's guards object to (a lesson whose
+    own code trips the screening, the sandbox or the guard would have every student held)."""
+    for (assignment, student), result in graded.items():
+        suspicious = [f for f in result.findings if not f.startswith("[note]")]
+        assert not result.held and not suspicious, f"{assignment} {student}: {suspicious}"
+
+
 def test_every_lesson_has_planted_mistakes():
     for lesson in LESSONS:
         count = sum(m.lesson == lesson.assignment for m in all_mistakes())

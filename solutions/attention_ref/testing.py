@@ -3,13 +3,105 @@
 Every ``expect_*`` raises AssertionError with a message that names the property that failed
 (and, where one helps, a hint about why), so a learner reads the message, not the test code.
 NumPy only; torch tensors are accepted and moved to the CPU for comparison.
+
+The checks cannot be fooled by replacing what they rely on: each first verifies that the
+functions the tests use (``np.allclose``, ``np.testing.*``, ``torch.allclose``,
+``torch.testing.assert_close``, builtins such as ``isinstance``, the reference library and these
+helpers themselves) are still the objects that were there when this module was imported, and
+fails with a message that says what was replaced. (While grading, coursekit.guard also puts the
+originals back; this check is what protects a plain nbgrader run.)
 """
 
 from __future__ import annotations
 
+import sys
 import types
 
 import numpy as np
+
+# ---- what the tests rely on, as it was when this module was imported ----------------------
+
+_WATCHED = {
+    "builtins": ("isinstance", "issubclass", "getattr", "hasattr", "len", "abs", "all", "any", "float",
+                 "int", "tuple", "type", "repr", "print", "range", "zip", "AssertionError", "Exception",
+                 "__import__", "super", "object"),
+    "numpy": ("allclose", "isclose", "isfinite", "isnan", "asarray", "array_equal", "abs", "argmax",
+              "argwhere", "where", "unravel_index", "shape", "errstate", "testing", "random"),
+    "numpy.testing": ("assert_allclose", "assert_array_equal", "assert_array_almost_equal", "assert_equal"),
+    "numpy.random": ("default_rng", "Generator", "normal", "rand", "randn", "seed"),
+    "torch": ("allclose", "isclose", "equal", "isfinite", "is_tensor", "Tensor", "from_numpy", "tensor",
+              "as_tensor", "randn", "rand", "manual_seed", "Generator", "testing", "softmax"),
+    "torch.testing": ("assert_close",),
+    "torch.nn.functional": ("scaled_dot_product_attention", "softmax"),
+    "types": ("FunctionType", "ModuleType", "CodeType", "MethodType"),
+}
+
+
+def _snapshot() -> dict:
+    """{(module, name): (object, code)} for every watched name and every public function of the
+    reference library (whose ``__code__`` a submission could swap, too)."""
+    found = {}
+    for module_name, names in _WATCHED.items():
+        module = sys.modules.get(module_name)
+        for name in names if module is not None else ():
+            if hasattr(module, name):
+                value = getattr(module, name)
+                found[module_name, name] = (value, getattr(value, "__code__", None))
+    return found
+
+
+def _snapshot_library() -> None:
+    for module_name in sorted(n for n in sys.modules if n.startswith("attention_ref")):
+        module = sys.modules[module_name]
+        for name, value in list(vars(module).items()):
+            if isinstance(value, types.FunctionType) and not name.startswith("__"):
+                _ORIGINALS.setdefault((module_name, name), (value, value.__code__))
+
+
+_ORIGINALS: dict = {}
+
+
+def _library_wrapper(new, old) -> bool:
+    """``new`` is the library's own wrapper of ``old`` (torch._dynamo wraps torch.manual_seed when
+    it is first imported): its ``__wrapped__`` chain reaches ``old``, its code is the package's."""
+    root = (getattr(old, "__module__", None) or "").split(".")[0]
+    package = getattr(sys.modules.get(root), "__file__", None)
+    code = getattr(new, "__code__", None)
+    if not package or code is None or not code.co_filename.startswith(package.rsplit("/", 1)[0] + "/"):
+        return False
+    for _ in range(8):
+        new = getattr(new, "__wrapped__", None)
+        if new is old:
+            return True
+        if new is None:
+            return False
+    return False
+
+
+def _tampered() -> list[str]:
+    """What the tests rely on that is no longer what it was."""
+    for key, value in _snapshot().items():  # modules imported since (torch, say)
+        _ORIGINALS.setdefault(key, value)
+    _snapshot_library()
+    changed = []
+    for (module_name, name), (value, code) in list(_ORIGINALS.items()):
+        module = sys.modules.get(module_name)
+        now = getattr(module, name, None) if module is not None else None
+        if now is not value and _library_wrapper(now, value):
+            _ORIGINALS[module_name, name] = (now, getattr(now, "__code__", None))
+        elif now is not value:
+            changed.append(f"{module_name}.{name} was replaced")
+        elif code is not None and getattr(now, "__code__", None) is not code:
+            changed.append(f"the code of {module_name}.{name} was replaced")
+    return changed
+
+
+def _require_untampered() -> None:
+    changed = _tampered()
+    if changed:
+        raise AssertionError("the tests cannot be trusted: " + "; ".join(changed[:4]) +
+                             ("; ..." if len(changed) > 4 else "") +
+                             ". Put the originals back (restart the kernel) and run the tests again.")
 
 
 def to_numpy(x) -> np.ndarray:
@@ -39,6 +131,7 @@ def _fail(what: str, problem: str, hint: str | None) -> None:
 
 def expect_shape(actual, shape: tuple, what: str, hint: str | None = None) -> None:
     """The result has exactly ``shape``."""
+    _require_untampered()
     got = tuple(getattr(actual, "shape", np.shape(actual)))
     if got != tuple(shape):
         _fail(what, f"expected shape {tuple(shape)}, got {got}", hint)
@@ -47,6 +140,7 @@ def expect_shape(actual, shape: tuple, what: str, hint: str | None = None) -> No
 def expect_close(actual, expected, what: str, hint: str | None = None,
                  rtol: float = 1e-6, atol: float = 1e-8) -> None:
     """Same shape, no NaN/inf where none is expected, equal within tolerances."""
+    _require_untampered()
     if actual is None:
         _fail(what, "got None: did the function forget to `return` its result?", hint)
     got, want = to_numpy(actual), to_numpy(expected)
@@ -66,6 +160,7 @@ def expect_close(actual, expected, what: str, hint: str | None = None,
 
 def expect_raises(error: type[BaseException], call, what: str, hint: str | None = None) -> None:
     """``call()`` raises ``error``."""
+    _require_untampered()
     try:
         call()
     except error:
@@ -83,30 +178,55 @@ def _referenced_names(code: types.CodeType) -> set[str]:
     return names
 
 
+def _from_library(value) -> str | None:
+    """The attention_ref module ``value`` is, or comes from (None when it is not the library's)."""
+    value = getattr(value, "func", value)  # functools.partial(reference, ...)
+    if isinstance(value, types.ModuleType):
+        module = value.__name__
+    else:
+        module = getattr(value, "__module__", "") or ""
+    return module if module.startswith("attention_ref") else None
+
+
 def expect_own_function(fn, name: str) -> None:
     """``fn`` is a function defined in this notebook, not the reference library's answer.
 
     Graded exercises must be written in the notebook. A function imported from
-    ``attention_ref`` (or one that just calls the library's function of the same name)
-    earns nothing; using the library for what *earlier* lessons built is fine.
+    ``attention_ref`` (or one that calls the library's function of the same name, directly,
+    through a helper of the notebook or an import inside the function) earns nothing; using
+    the library for what *earlier* lessons built is fine.
     """
+    _require_untampered()
     if not isinstance(fn, types.FunctionType):
         raise AssertionError(f"{name} should be a function defined with `def {name}(...)` in "
                              f"this notebook, got {type(fn).__name__}")
-    if fn.__module__ != "__main__":
-        raise AssertionError(f"{name} comes from {fn.__module__}, not from this notebook: write "
+    if fn.__module__ != "__main__" or fn.__globals__.get("__name__") != "__main__":
+        source = fn.__globals__.get("__name__", fn.__module__)
+        raise AssertionError(f"{name} comes from {source}, not from this notebook: write "
                              f"it here (importing the answer earns no points)")
-    names = _referenced_names(fn.__code__)
-    for ref in names:
-        target = fn.__globals__.get(ref)
-        module = getattr(target, "__name__", "") if isinstance(target, types.ModuleType) else \
-            getattr(target, "__module__", "") or ""
-        if not module.startswith("attention_ref"):
+    seen, todo = set(), [fn]
+    while todo:  # fn and the notebook's own functions it calls
+        current = todo.pop()
+        if current.__code__ in seen:
             continue
-        if isinstance(target, types.ModuleType):
-            if name in names:
-                raise AssertionError(f"{name} calls {module}.{name}: write it yourself "
-                                     f"(calling the reference earns no points)")
-        elif getattr(target, "__name__", None) == name:
-            raise AssertionError(f"{name} calls the reference {module}.{name}: write it yourself "
+        seen.add(current.__code__)
+        names = _referenced_names(current.__code__)
+        if name in names and any(n.startswith("attention_ref") for n in names):
+            raise AssertionError(f"{name} imports attention_ref and uses its {name}: write it yourself "
                                  f"(calling the reference earns no points)")
+        for ref in names:
+            target = current.__globals__.get(ref)
+            module = _from_library(target)
+            if module is not None:
+                if isinstance(target, types.ModuleType) and name in names:
+                    raise AssertionError(f"{name} calls {module}.{name}: write it yourself "
+                                         f"(calling the reference earns no points)")
+                if getattr(getattr(target, "func", target), "__name__", None) == name:
+                    raise AssertionError(f"{name} calls the reference {module}.{name}: write it yourself "
+                                         f"(calling the reference earns no points)")
+            elif isinstance(target, types.FunctionType) and target.__globals__ is fn.__globals__:
+                todo.append(target)
+
+
+_ORIGINALS.update(_snapshot())
+_snapshot_library()

@@ -8,13 +8,14 @@ from __future__ import annotations
 import torch
 
 from .. import _checks
-from .retrieval import as_float_tensor, softmax, weighted_sum
+from .retrieval import as_float_tensor, same_dtype, softmax, weighted_sum
 
 
 def additive_scores(queries, keys, W_q, W_k, w_v) -> torch.Tensor:
     """w_v . tanh(q W_q + k W_k) for every query and key: ``(..., n_q, n_k)``."""
     queries, keys = as_float_tensor("queries", queries), as_float_tensor("keys", keys)
     W_q, W_k, w_v = (as_float_tensor(n, a) for n, a in (("W_q", W_q), ("W_k", W_k), ("w_v", w_v)))
+    same_dtype(queries=queries, keys=keys, W_q=W_q, W_k=W_k, w_v=w_v)
     _checks.additive_inputs(queries, keys, W_q, W_k, w_v)
     hidden = torch.tanh((queries @ W_q)[..., :, None, :] + (keys @ W_k)[..., None, :, :])
     return hidden @ w_v

@@ -14,7 +14,7 @@ from torch import nn
 
 from .. import _checks
 from ..np.multihead import multiply_adds, parameter_count  # plain arithmetic: one copy serves both
-from .retrieval import as_float_tensor, weighted_sum
+from .retrieval import as_float_tensor, same_dtype, weighted_sum
 from .sdpa import attention_weights
 
 __all__ = ["split_heads", "merge_heads", "init_params", "params_from_torch", "multi_head_attention",
@@ -92,6 +92,7 @@ def multi_head_attention(query, key, value, params: dict, num_heads: int, mask=N
     """Multi-head attention: ``(..., n_q, d_model)`` -> ``(..., n_q, d_model)``; see the NumPy twin."""
     query, key, value = (as_float_tensor(n, x) for n, x in (("query", query), ("key", key), ("value", value)))
     params = {name: as_float_tensor(name, p) for name, p in params.items() if p is not None}
+    same_dtype(query=query, key=key, value=value, **params)
     _checks.multi_head_inputs(query, key, value, params, num_heads)
     q = split_heads(_project(query, params, "q"), num_heads)
     k = split_heads(_project(key, params, "k"), num_heads)

@@ -20,6 +20,15 @@ def as_float_tensor(name: str, x) -> torch.Tensor:
     return x
 
 
+def same_dtype(**named: torch.Tensor) -> None:
+    """Refuse tensors of different dtypes with a TypeError that names them (as
+    F.scaled_dot_product_attention does; a bare matmul would say "expected scalar type Float")."""
+    dtypes = {name: t.dtype for name, t in named.items()}
+    if len(set(dtypes.values())) > 1:
+        listing = ", ".join(f"{name} {str(dtype).replace('torch.', '')}" for name, dtype in dtypes.items())
+        raise TypeError(f"inputs must share one dtype, got {listing}")
+
+
 def upcast(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Half-precision tensors as float32: scores rounded to fp16/bf16 before the softmax lose
     most of their precision (F.scaled_dot_product_attention also computes in float32 on the CPU).
@@ -33,6 +42,7 @@ def dot_scores(queries, keys) -> torch.Tensor:
     queries ``(..., n_q, d_k)``, keys ``(..., n_k, d_k)`` -> scores ``(..., n_q, n_k)``.
     """
     queries, keys = as_float_tensor("queries", queries), as_float_tensor("keys", keys)
+    same_dtype(queries=queries, keys=keys)
     _checks.scores_inputs(queries, keys)
     return queries @ keys.transpose(-1, -2)
 
@@ -45,6 +55,8 @@ def softmax(x, axis: int = -1) -> torch.Tensor:
     x = as_float_tensor("x", x)
     if x.ndim == 0:
         raise ValueError("softmax needs at least one dimension, got a scalar")
+    if x.shape[axis] == 0:  # no keys at all: nothing gets weight (amax of an empty axis would fail)
+        return x.clone()
     (work,) = upcast(x)
     peak = work.amax(dim=axis, keepdim=True)
     peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))
@@ -71,6 +83,7 @@ def weighted_sum(weights, values) -> torch.Tensor:
     weights ``(..., n_q, n_k)``, values ``(..., n_k, d_v)`` -> output ``(..., n_q, d_v)``.
     """
     weights, values = as_float_tensor("weights", weights), as_float_tensor("values", values)
+    same_dtype(weights=weights, values=values)
     _checks.weighted_sum_inputs(weights, values)
     return weights @ values
 
@@ -79,9 +92,11 @@ def soft_lookup(queries, keys, values, temperature: float = 1.0) -> torch.Tensor
     """Soft dictionary lookup: ``softmax(queries @ keys^T / temperature) @ values``."""
     _checks.require_positive("temperature", temperature)
     keys, values = as_float_tensor("keys", keys), as_float_tensor("values", values)
+    queries = as_float_tensor("queries", queries)
+    same_dtype(queries=queries, keys=keys, values=values)
     _checks.keys_values_inputs(keys, values)
     dtype = values.dtype
-    queries, keys, values = upcast(as_float_tensor("queries", queries), keys, values)
+    queries, keys, values = upcast(queries, keys, values)
     weights = softmax(dot_scores(queries, keys) / temperature, axis=-1)
     return weighted_sum(weights, values).to(dtype)
 

@@ -1,0 +1,230 @@
+"""The grader's defences one by one, without running nbgrader (seconds): the screening of every
+lesson, the repair of graded cells, the guard, the sandbox's policy, the check helpers and the
+feedback filter. autograde_tests/hostile/ shows them working together through real nbgrader."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+
+from coursekit import grading, integrity
+from coursekit.feedback import REDACTED, HideHiddenTests
+from coursekit.lessons import ROOT, all_lessons
+from coursekit.sources import source_to_notebook
+
+from .chain.mistakes import all_mistakes
+
+LESSONS = all_lessons()
+
+
+def _reference(lesson) -> integrity.Reference:
+    source = source_to_notebook(lesson.source)
+    release = nbformat.read(lesson.student_notebook, as_version=4)
+    return integrity.Reference.from_notebooks(lesson.assignment, lesson.name, source, release)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
+def test_honest_notebooks_of_every_lesson_pass_the_screening(lesson):
+    """Solved, blank and every planted mistake: nothing to note (no false positives)."""
+    ref = _reference(lesson)
+    source = source_to_notebook(lesson.source)
+    honest = {"blank": ref.release, "solved": grading.fill_solutions(ref.release, source)}
+    for m in all_mistakes():
+        if m.lesson == lesson.assignment:
+            honest[m.name] = grading.fill_solutions(ref.release, source, {m.cell: (m.old, m.new)})
+    for name, nb in honest.items():
+        assert integrity.screen(nb, ref) == [], f"{lesson.assignment} {name}: {integrity.screen(nb, ref)}"
+    assert ref.graded_functions and {"np", "expect_close"} <= set(ref.trusted)
+
+
+CODE = {  # a cell a student adds -> the kinds of finding it must raise
+    "np.allclose = lambda *a, **k: True": {"monkeypatch"},
+    "import builtins\nbuiltins.print = None": {"monkeypatch"},
+    "expect_close = print": {"rebinds-helper"},
+    "import os\nos._exit(0)": {"exit"},
+    "exit()": {"exit"},
+    "open('../../gradebook.db').read()": {"files"},
+    "import sqlite3": {"files"},
+    "import subprocess\nsubprocess.run(['ls'])": {"processes"},
+    "!ls ..": {"ipython"},
+    "get_ipython().events.register('post_run_cell', print)": {"ipython"},
+    "import sys\nsys._getframe(1).f_globals": {"introspection"},
+    "exec('x = 1')": {"dynamic-code"},
+    "getattr(np, 'all' + 'close')": {"dynamic-code"},
+    "print('test_softmax: passed 2/2')": {"fake-output"},
+    "from attention_ref.np import soft_lookup": {"reference-answer"},
+    "def f():\n    import attention_ref.np as r\n    return r.dot_scores": {"reference-answer"},
+    "try:\n    pass\nexcept KeyboardInterrupt:\n    pass": {"interrupt"},
+    "%timeit np.ones(3)": set(),
+    "print('the forward pass is done')": set(),
+    "import os\nprint(os.path.join('a', 'b'))": set(),
+}
+
+
+@pytest.mark.parametrize("code", list(CODE))
+def test_the_screening_names_what_a_cell_does(code):
+    lesson = next(item for item in LESSONS if item.assignment == "lesson01")
+    ref = _reference(lesson)
+    nb = nbformat.from_dict(json.loads(json.dumps(ref.release)))
+    nb.cells.insert(3, nbformat.v4.new_code_cell(code))
+    kinds = {f.kind for f in integrity.scan_code(nb, ref)}
+    assert kinds == CODE[code]
+
+
+def test_repair_puts_graded_cells_back_so_that_nbgrader_can_read_them():
+    from nbgrader.nbgraderformat import MetadataValidator
+
+    lesson = LESSONS[0]
+    ref = _reference(lesson)
+    nb = nbformat.from_dict(json.loads(json.dumps(ref.release)))
+    tests = ref.test_ids
+    del nb.cells[[c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells].index(tests[0])]
+    solution = next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    del nb.cells[nb.cells.index(solution)]
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade_id") == tests[1]:
+            meta.update(schema_version=1, points=100, grade=False)
+    nb.cells.insert(2, nbformat.v4.new_code_cell("pass"))
+    nb.cells[2].metadata["nbgrader"] = {"grade": True, "grade_id": "bonus", "points": 50, "solution": False,
+                                        "locked": False, "schema_version": 3}
+    kinds = {f.kind for f in integrity.structure(nb, ref)}
+    assert {"deleted-test-cell", "deleted-exercise-cell", "edited-cell-metadata", "foreign-graded-cell"} <= kinds
+    repaired = integrity.repair(nb, ref)
+    MetadataValidator().validate_nb(repaired)  # stock nbgrader would stop the whole class here
+    ids = [c.metadata["nbgrader"]["grade_id"] for c in repaired.cells if "nbgrader" in c.metadata]
+    assert ids == [c.grade_id for c in ref.cells]
+    nbformat.validate(repaired)
+
+
+@pytest.mark.parametrize("content, kind", [(b"", "empty-file"), (b'{"cells": [', "malformed-notebook"),
+                                           (b"[1, 2]", "malformed-notebook")])
+def test_unreadable_files_are_invalid(tmp_path, content, kind):
+    (tmp_path / "x.ipynb").write_bytes(content)
+    nb, found = integrity.read_submission(tmp_path, "x")
+    assert nb is None and [f.kind for f in found] == [kind] and found[0].severity == "invalid"
+
+
+def test_missing_renamed_and_linked_notebooks_are_invalid(tmp_path):
+    assert integrity.read_submission(tmp_path, "x")[1][0].kind == "missing-notebook"
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "x (1).ipynb")
+    found = integrity.read_submission(tmp_path, "x")[1][0]
+    assert found.kind == "renamed-notebook" and "x (1).ipynb" in found.message
+    (tmp_path / "link").symlink_to("/etc/hostname")
+    assert integrity.read_submission(tmp_path, "x")[1][0].kind == "symlink"
+
+
+def test_the_guard_puts_back_what_was_patched():
+    from coursekit import guard
+
+    import attention_ref.np as ref
+
+    guard.install()
+    assert json.loads(guard.check())["tampered"] == []
+    allclose, assert_close, code = np.allclose, torch.testing.assert_close, ref.softmax.__code__
+    try:
+        np.allclose = lambda *a, **k: True
+        torch.testing.assert_close = lambda *a, **k: None
+        ref.softmax.__code__ = ref.dot_scores.__code__
+        report = json.loads(guard.check())
+    finally:
+        np.allclose, torch.testing.assert_close, ref.softmax.__code__ = allclose, assert_close, code
+    assert any("numpy.allclose" in t for t in report["tampered"])
+    assert any("torch.testing.assert_close" in t for t in report["tampered"])
+    assert any("code of attention_ref.np.softmax" in t for t in report["tampered"])
+    np.allclose = lambda *a, **k: True
+    json.loads(guard.check())  # restores
+    assert np.allclose is allclose
+
+
+def test_the_check_helpers_refuse_to_run_on_replaced_originals():
+    from attention_ref import testing
+
+    import attention_ref.np as ref
+
+    original = np.allclose
+    np.allclose = lambda *a, **k: True
+    try:
+        with pytest.raises(AssertionError, match="numpy.allclose was replaced"):
+            testing.expect_close(np.ones(2), np.zeros(2), "x")
+    finally:
+        np.allclose = original
+    namespace = {"__name__": "__main__", "ref": ref}
+    exec("def softmax(x, axis=-1):\n    import attention_ref.np as r\n    return r.softmax(x, axis)\n"
+         "def helper(x):\n    return ref.dot_scores(x, x)\ndef dot_scores(q, k):\n    return helper(q)\n",
+         namespace)
+    with pytest.raises(AssertionError, match="uses its softmax"):
+        testing.expect_own_function(namespace["softmax"], "softmax")
+    with pytest.raises(AssertionError, match="dot_scores"):
+        testing.expect_own_function(namespace["dot_scores"], "dot_scores")
+    with pytest.raises(AssertionError, match="comes from attention_ref"):
+        testing.expect_own_function(ref.softmax, "softmax")
+
+
+def test_the_sandbox_refuses_what_grading_never_needs(tmp_path):
+    course = tmp_path / "course"
+    (course / "submitted" / "me").mkdir(parents=True)
+    (course / "gradebook.db").write_text("grades")
+    (course / "solutions").mkdir()
+    (course / "solutions" / "answers.md").write_text("answers")
+    work = course / "autograded" / "me"
+    work.mkdir(parents=True)
+    (work / "data.txt").write_text("mine")
+    script = textwrap.dedent(f"""
+        import os, sys, json, sqlite3, subprocess, ctypes
+        sys.path.insert(0, {str(ROOT)!r})
+        from coursekit.sandbox import make_audit_hook
+        os.chdir({str(work)!r})
+        sys.addaudithook(make_audit_hook([{str(course)!r}], [{str(work)!r}], [{str(work)!r}, {str(tmp_path / 'tmp')!r}], []))
+        tries = {{
+            "read own": lambda: open("data.txt").read(),
+            "write own": lambda: open("out.txt", "w").write("x"),
+            "read gradebook": lambda: open("../../gradebook.db").read(),
+            "read solutions": lambda: open("../../solutions/answers.md").read(),
+            "list course": lambda: os.listdir("../.."),
+            "read notebook": lambda: open("graded.ipynb", "w") and open("graded.ipynb").read(),
+            "write course": lambda: open("../../gradebook.db", "a").write("x"),
+            "remove": lambda: os.remove("../../gradebook.db"),
+            "sqlite": lambda: sqlite3.connect("../../gradebook.db"),
+            "process": lambda: subprocess.run(["true"]),
+            "kill parent": lambda: os.kill(os.getppid(), 0),
+            "native code": lambda: ctypes.CDLL(None),
+            "symlink": lambda: os.symlink("../../gradebook.db", "gb"),
+        }}
+        out = {{}}
+        for name, attempt in tries.items():
+            try:
+                attempt()
+                out[name] = "allowed"
+            except PermissionError:
+                out[name] = "refused"
+        print(json.dumps(out))
+        """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out.pop("read own") == out.pop("write own") == "allowed"
+    assert set(out.values()) == {"refused"}, out
+    assert (course / "gradebook.db").read_text() == "grades"
+
+
+def test_feedback_blanks_hidden_tests_out_of_every_output():
+    nb = nbformat.v4.new_notebook()
+    test = nbformat.v4.new_code_cell("expect_close(f(1), 2, 'f of 1')\n### BEGIN HIDDEN TESTS\n"
+                                     "expect_close(f(12345), 67890, 'secret case')\n### END HIDDEN TESTS")
+    test.metadata["nbgrader"] = {"grade": True, "grade_id": "t", "points": 1, "solution": False, "locked": True}
+    test.outputs = [nbformat.v4.new_output("stream", text="leaked: expect_close(f(12345), 67890, 'secret case')\n")]
+    mine = nbformat.v4.new_code_cell("print(stolen)")
+    mine.outputs = [nbformat.v4.new_output("execute_result", data={
+        "text/plain": "expect_close(f(12345), 67890, 'secret case')"}, execution_count=1)]
+    nb.cells = [test, mine]
+    out, _ = HideHiddenTests().preprocess(nb, {})
+    text = json.dumps(out)
+    assert "12345" not in text and REDACTED in text
+    assert "expect_close(f(1), 2, 'f of 1')" in text  # the visible test stays
