@@ -409,7 +409,8 @@ def bench_gpu(cfg: Config, device=None) -> list[Table]:
     # the tiled attention's block size: the fastest of a few at the throughput size
     q, k, v = inputs(cfg.gpu_throughput_n)
     with torch.inference_mode():
-        block_times = interleaved_best({bs: (lambda bs=bs: rpt.tiled_attention(q, k, v, block_size=bs))
+        block_times = interleaved_best({bs: (lambda bs=bs: rpt.tiled_attention(q, k, v, block_size=bs,
+                                                                               half_products=cuda))
                                         for bs in cfg.gpu_block_sizes}, cfg.gpu_repeat, sync, show=False)
     block = min(block_times, key=block_times.get)
 
@@ -417,7 +418,10 @@ def bench_gpu(cfg: Config, device=None) -> list[Table]:
     for label, backend in sdpa_backends():
         implementations[f"F.sdpa [{label}]"] = sdpa_with(backend)
     implementations[f"tiled PyTorch (block {block})"] = (
-        lambda q, k, v: rpt.tiled_attention(q, k, v, block_size=block))
+        lambda q, k, v: rpt.tiled_attention(q, k, v, block_size=block, half_products=cuda))
+    if cuda:  # the exact variant: every product in float32 from float32 copies of the inputs
+        implementations[f"tiled PyTorch (block {block}), float32 products"] = (
+            lambda q, k, v: rpt.tiled_attention(q, k, v, block_size=block))
     implementations["reference PyTorch (lesson 2)"] = rpt.scaled_dot_product_attention
 
     timing = Table(f"GPU: {name}, torch {torch.__version__}, {str(dtype)[6:]}, B={b} h={h} d={d} "
@@ -449,6 +453,9 @@ def bench_gpu(cfg: Config, device=None) -> list[Table]:
     for label, by_n in times.items():
         timing.rows.append([label] + [f"{by_n[n] * 1e3:.2f}" if isinstance(by_n.get(n), float)
                                       else str(by_n.get(n, "")) for n in cfg.gpu_sizes])
+    if cuda:
+        timing.notes.append("tiled PyTorch runs its two products in float16 (tensor cores: half_products=True), "
+                            "its softmax statistics in float32")
     timing.notes.append("block sizes tried for the tiled attention (ms at n = "
                         f"{cfg.gpu_throughput_n:,}): " + ", ".join(f"{bs}: {t * 1e3:.2f}" for bs, t in block_times.items()))
 
@@ -472,7 +479,8 @@ def bench_gpu(cfg: Config, device=None) -> list[Table]:
     for n in progress(cfg.gpu_memory_sizes, "GPU memory"):
         q, k, v = inputs(n)
         row = [f"{n:,}", fmt_bytes(3 * q.numel() * q.element_size())]
-        for fn in (rpt.scaled_dot_product_attention, lambda q, k, v: rpt.tiled_attention(q, k, v, block_size=block),
+        for fn in (rpt.scaled_dot_product_attention,
+                   lambda q, k, v: rpt.tiled_attention(q, k, v, block_size=block, half_products=cuda),
                    F.scaled_dot_product_attention):
             if not cuda:
                 row.append("n/a (not CUDA)")

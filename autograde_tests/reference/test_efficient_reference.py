@@ -187,3 +187,20 @@ def test_bad_input_is_named():
         rnp.merge_attention(np.ones((3, 4)), np.ones(3), np.ones((2, 4)), np.ones(2))
     with pytest.raises(ValueError, match="lse_b"):
         rpt.merge_attention(torch.ones(3, 4), torch.ones(3), torch.ones(3, 4), torch.ones(3, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_precision_products_stay_close_at_ordinary_logits(device, dtype):
+    """half_products=True (the GPU speed recipe) rounds the scores to half precision: fine for
+    logits of a few units, which is what a trained model's attention sees."""
+    q, k, v = (_randn((2, 4, 33, 16), dtype, device, seed=i) for i in range(3))
+    got = rpt.tiled_attention(q, k, v, block_size=8, half_products=True)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.float(), _reference_sdpa(q, k, v, None).float(), rtol=2e-2, atol=2e-2)
+
+
+def test_mixed_dtypes_are_refused_by_name():
+    with pytest.raises(TypeError, match="keys float64"):
+        rpt.tiled_attention(torch.ones(2, 4), torch.ones(3, 4, dtype=torch.float64), torch.ones(3, 4))
+    with pytest.raises(TypeError, match="lse_a"):
+        rpt.merge_attention(torch.ones(3, 4), torch.ones(3, dtype=torch.float64), torch.ones(3, 4), torch.ones(3))

@@ -1,10 +1,11 @@
 """Lesson 9, Efficient attention -- PyTorch reference (the same functions as
 ``attention_ref.np.efficient``), device-agnostic: everything runs where the inputs live.
 
-Half-precision inputs follow FlashAttention's recipe: the two matrix products run in the inputs'
-precision (the hardware accumulates them in float32), while the scores' softmax, the running
-maximum, the running sum and the output accumulator are float32; the result is returned in the
-inputs' dtype.
+Half-precision inputs are computed in float32 (scores, softmax statistics, output accumulator) and
+the result is returned in the inputs' dtype: accurate even for logits of 1e4. On a GPU,
+``half_products=True`` runs the two matrix products in the inputs' half precision instead (tensor
+cores; the scores are then rounded to half precision before the float32 softmax), the speed
+recipe of FlashAttention, which however keeps its scores in float32 inside the kernel.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 import torch
 
 from .. import _checks
-from .retrieval import as_float_tensor, upcast
+from .retrieval import as_float_tensor, same_dtype, upcast
 
 
 def _finite_or_zero(x: torch.Tensor) -> torch.Tensor:
@@ -59,20 +60,24 @@ def _key_block(mask: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     return mask if mask.ndim == 0 or mask.shape[-1] == 1 else mask[..., start:stop]
 
 
-def tiled_attention(queries, keys, values, mask=None, block_size: int = 64, return_lse: bool = False):
+def tiled_attention(queries, keys, values, mask=None, block_size: int = 64, return_lse: bool = False, *,
+                    half_products: bool = False):
     """Eq. (1) over blocks of ``block_size`` keys and values (see ``attention_ref.np.tiled_attention``).
 
     Never holds more than ``n_q x block_size`` scores per batch entry; equal to
     ``F.scaled_dot_product_attention`` with the same boolean mask (fully masked rows: zeros).
+    ``half_products``: see the module's docstring (it changes nothing for float32/float64 inputs).
     """
     queries, keys = as_float_tensor("queries", queries), as_float_tensor("keys", keys)
     values = as_float_tensor("values", values)
+    same_dtype(queries=queries, keys=keys, values=values)
     if mask is not None and (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool):
         raise TypeError(f"mask must be a boolean tensor (True = may attend), got {getattr(mask, 'dtype', type(mask))}")
     batch = _checks.tiled_inputs(queries, keys, values, mask, block_size)
-    dtype = torch.promote_types(torch.promote_types(queries.dtype, keys.dtype), values.dtype)
+    dtype = queries.dtype
     work = torch.promote_types(dtype, torch.float32)
-    queries = queries.to(dtype)
+    products = dtype if half_products else work
+    queries = queries.to(products)
     n_q, n_k, d_v = queries.shape[-2], keys.shape[-2], values.shape[-1]
     scale = 1.0 / math.sqrt(queries.shape[-1])
     device = queries.device
@@ -83,7 +88,7 @@ def tiled_attention(queries, keys, values, mask=None, block_size: int = 64, retu
     acc = torch.zeros(batch + (n_q, d_v), dtype=work, device=device)
     for start in range(0, n_k, block_size):
         stop = min(start + block_size, n_k)
-        scores = (queries @ keys[..., start:stop, :].to(dtype).transpose(-1, -2)).to(work)
+        scores = (queries @ keys[..., start:stop, :].to(products).transpose(-1, -2)).to(work)
         scores.mul_(scale)
         if mask is not None:
             scores = scores.masked_fill(~_key_block(mask, start, stop), -torch.inf)
@@ -96,7 +101,7 @@ def tiled_attention(queries, keys, values, mask=None, block_size: int = 64, retu
         else:  # in place: no second (n_q, block) tensor, no new statistics every block
             weights = scores.sub_(shift).exp_()
             running_sum.mul_(alpha).add_(weights.sum(dim=-1, keepdim=True))
-        block_out = (weights.to(dtype) @ values[..., start:stop, :].to(dtype)).to(work)
+        block_out = (weights.to(products) @ values[..., start:stop, :].to(products)).to(work)
         acc = acc * alpha + block_out if tracked else acc.mul_(alpha).add_(block_out)
         running_max = new_max
     out = (acc / torch.where(running_sum == 0, torch.ones_like(running_sum), running_sum)).to(dtype)
@@ -111,6 +116,7 @@ def merge_attention(out_a, lse_a, out_b, lse_b) -> tuple[torch.Tensor, torch.Ten
     ``out = exp(lse_a - lse) out_a + exp(lse_b - lse) out_b``."""
     out_a, lse_a = as_float_tensor("out_a", out_a), as_float_tensor("lse_a", lse_a)
     out_b, lse_b = as_float_tensor("out_b", out_b), as_float_tensor("lse_b", lse_b)
+    same_dtype(out_a=out_a, lse_a=lse_a, out_b=out_b, lse_b=lse_b)
     _checks.merge_inputs(out_a, lse_a, out_b, lse_b)
     dtype = out_a.dtype
     out_a, lse_a, out_b, lse_b = upcast(out_a, lse_a, out_b, lse_b)
