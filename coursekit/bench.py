@@ -361,10 +361,12 @@ def bench_grading(cfg: Config, root: Path = ROOT) -> Table:
         table.rows.append(["notebooks per minute", why])
         return table
     command = ["make", "--no-print-directory", target, f"CLASS={CLASS_SIZE}"]  # its report ends with the rate
+    print(f"  running `{' '.join(command)}` (minutes; its progress bar follows)", file=sys.stderr, flush=True)
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
+    # its report (stdout) is parsed; its progress bar (stderr) shows as it runs
+    result = subprocess.run(command, cwd=root, stdout=subprocess.PIPE, text=True, check=False)
     took = time.perf_counter() - start
-    rate = parse_rate(result.stdout + result.stderr)
+    rate = parse_rate(result.stdout)
     if result.returncode != 0 or rate is None:
         table.rows.append(["notebooks per minute", f"n/a (`{' '.join(command)}` exited {result.returncode}, "
                                                    "no 'notebooks/minute' in its output)"])
