@@ -24,7 +24,7 @@ BOOK_TOOLS := coursekit/book.py coursekit/sources.py coursekit/lessons.py
 BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
 BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
 
-.PHONY: help install book bench-book lab check notebooks test browser autograde grade-class feedback clean
+.PHONY: help install book bench bench-book lab check notebooks test browser autograde grade-class feedback clean
 .DEFAULT_GOAL := help
 
 help:
@@ -33,6 +33,7 @@ help:
 	@echo "make lab         open JupyterLab on your own copy of the student notebooks (work/)"
 	@echo "make check       grade your copy of the lessons (LESSON=lesson01 for one)"
 	@echo "make notebooks   regenerate the student edition in notebooks/ from solutions/"
+	@echo "make bench       the course's performance numbers: lessons, attention, memory, grading, GPU"
 	@echo "make bench-book  time a full book build and a rebuild after editing one lesson"
 	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader, all cores, report)"
 	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON"
@@ -61,6 +62,11 @@ book: $(BOOK_INDEX)
 $(BOOK_INDEX): $(MATHJAX) $(LESSON_SOURCES) $(LIBRARY) $(BOOK_TOOLS) $(BOOK_PAGES) | $(STAMP)
 	$(PY) -m coursekit.book --edition $(EDITION)
 	@touch $@  # Sphinx leaves an unchanged page alone; make needs to see the build as done
+
+# Numbers, not tests: each row next to its target. BENCH_FLAGS="--only attention,memory" for some.
+BENCH_FLAGS ?=
+bench: | $(STAMP)
+	$(PY) -m coursekit.bench $(BENCH_FLAGS)
 
 bench-book: $(MATHJAX) | $(STAMP)
 	$(PY) -m coursekit.bench_book

@@ -225,3 +225,37 @@ def stack_layers(layers) -> list:
         raise ValueError("layers must be a list of layer parameter dicts, one per layer; "
                          f"got one dict with keys {', '.join(map(str, layers.keys()))}")
     return list(layers)
+
+
+# ---- lesson 9: efficient attention ------------------------------------------------------
+
+
+def block_size(value) -> None:
+    """A block size is a positive integer (how many keys one tile holds)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"block_size must be a positive integer, got {value!r}")
+
+
+def tiled_inputs(queries, keys, values, mask, block: int) -> tuple[int, ...]:
+    """queries ``(..., n_q, d_k)``, keys ``(..., n_k, d_k)``, values ``(..., n_k, d_v)``, a mask that
+    broadcasts to the scores ``(..., n_q, n_k)``; returns the broadcast batch shape."""
+    block_size(block)
+    scores_inputs(queries, keys)
+    keys_values_inputs(keys, values)
+    batch = broadcast_batch([("queries", queries), ("keys", keys), ("values", values)], core_dims=2)
+    if mask is not None:
+        mask_fits(mask, batch + (queries.shape[-2], keys.shape[-2]))
+    return batch
+
+
+def merge_inputs(out_a, lse_a, out_b, lse_b) -> None:
+    """Two partial attention results over disjoint key sets: outputs ``(..., n_q, d_v)`` of the same
+    shape, and their log-sum-exps ``(..., n_q)``."""
+    require_ndim("out_a", out_a, 2, "(..., n_q, d_v)")
+    if tuple(out_a.shape) != tuple(out_b.shape):
+        raise ValueError(f"out_a has shape {_fmt(out_a.shape)} but out_b has shape {_fmt(out_b.shape)}: "
+                         "partial results of the same queries must have the same shape")
+    for name, lse in (("lse_a", lse_a), ("lse_b", lse_b)):
+        if tuple(lse.shape) != tuple(out_a.shape[:-1]):
+            raise ValueError(f"{name} must have shape (..., n_q) = {_fmt(out_a.shape[:-1])}, "
+                             f"got {_fmt(lse.shape)}")

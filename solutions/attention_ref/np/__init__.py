@@ -32,6 +32,9 @@ from .positional import add_positional_encoding, frequencies, positional_encodin
 from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder_layer, init_decoder_layer_params,
                           init_encoder_layer_params, layer_norm)
 
+# lesson 9 -- efficient attention (its KV cache runs lesson 8's PyTorch model: attention_ref.pt only)
+from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
+
 __all__ = [
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
     "attention_weights", "scaled_dot_product_attention", "additive_attention", "additive_scores",
@@ -43,4 +46,5 @@ __all__ = [
     "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
     "add_and_norm", "decoder", "decoder_layer", "encoder", "encoder_layer", "init_decoder_layer_params",
     "init_encoder_layer_params", "layer_norm",
+    "merge_attention", "online_softmax", "online_softmax_stats", "tiled_attention",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
-from .retrieval import as_float_array, softmax
+from .retrieval import as_float_array, softmax_in_place
 
 
 def causal_mask(n_q: int, n_k: int | None = None) -> np.ndarray:
@@ -66,4 +66,4 @@ def masked_softmax(scores, mask) -> np.ndarray:
     if mask.dtype != np.bool_:
         raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
     _checks.mask_fits(mask, scores.shape, "(..., n_q, n_k)")
-    return softmax(np.where(mask, scores, -np.inf), axis=-1)
+    return softmax_in_place(np.where(mask, scores, -np.inf), axis=-1)  # np.where made a new array

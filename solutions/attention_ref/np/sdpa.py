@@ -9,18 +9,21 @@ query whose keys are all masked gets zero weights and a zero output, never NaN.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _checks
 from .masking import masked_softmax
-from .retrieval import as_float_array, dot_scores, softmax, weighted_sum
+from .retrieval import as_float_array, dot_scores, softmax_in_place, weighted_sum
 
 
 def attention_weights(queries, keys, mask=None) -> np.ndarray:
     """softmax(Q K^T / sqrt(d_k)) over the keys, masked keys excluded: ``(..., n_q, n_k)``."""
     queries = as_float_array("queries", queries)
-    scores = dot_scores(queries, keys) / np.sqrt(queries.shape[-1])
-    return softmax(scores, axis=-1) if mask is None else masked_softmax(scores, mask)
+    scores = dot_scores(queries, keys)
+    scores /= math.sqrt(queries.shape[-1])  # in place, by a Python float: float32 scores stay float32
+    return softmax_in_place(scores) if mask is None else masked_softmax(scores, mask)
 
 
 def scaled_dot_product_attention(queries, keys, values, mask=None) -> np.ndarray:

@@ -36,6 +36,11 @@ from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder
                           init_encoder_layer_params, layer_norm,
                           encoder_layer_params_from_torch, decoder_layer_params_from_torch)
 
+# lesson 9 -- efficient attention; the KV cache (PyTorch only: CachedDecoder, greedy_decode_cached
+# and lesson 8's model are in attention_ref.pt.decoding and attention_ref.pt.model)
+from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
+from .decoding import cached_self_attention
+
 __all__ = [
     "available_devices", "pick_device",
     "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
@@ -50,4 +55,5 @@ __all__ = [
     "add_and_norm", "decoder", "decoder_layer", "encoder", "encoder_layer", "init_decoder_layer_params",
     "init_encoder_layer_params", "layer_norm",
     "encoder_layer_params_from_torch", "decoder_layer_params_from_torch",
+    "merge_attention", "online_softmax", "online_softmax_stats", "tiled_attention", "cached_self_attention",
 ]
