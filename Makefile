@@ -24,7 +24,7 @@ BOOK_TOOLS := coursekit/book.py coursekit/sources.py coursekit/lessons.py
 BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
 BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
 
-.PHONY: help install book bench bench-book lab check notebooks test browser autograde grade-class feedback clean
+.PHONY: help install book bench bench-book lab check notebooks test test-mistakes browser autograde grade-class feedback clean
 .DEFAULT_GOAL := help
 
 help:
@@ -32,6 +32,7 @@ help:
 	@echo "make test        run the whole test suite (grading chain, reference library, book)"
 	@echo "make lab         open JupyterLab on your own copy of the student notebooks (work/)"
 	@echo "make check       grade your copy of the lessons (LESSON=lesson01 for one)"
+	@echo "make test-mistakes  grade every planted mistake of every lesson (make test: a few each)"
 	@echo "make notebooks   regenerate the student edition in notebooks/ from solutions/"
 	@echo "make bench       the course's performance numbers: lessons, attention, memory, grading, GPU"
 	@echo "make bench-book  time a full book build and a rebuild after editing one lesson"
@@ -44,6 +45,9 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[course,test]"
+	@# pip never removes what an older constraints.txt installed: uninstall what is no longer pinned.
+	@$(PY) -m pip freeze --exclude-editable | sed 's/==.*//' | grep -vixFf <(sed 's/[ =#].*//;/^$$/d' constraints.txt) \
+	    | xargs -r $(PY) -m pip uninstall --quiet -y
 	@touch $@
 
 # MathJax is served from the book itself (no CDN): fetched from the npm registry at build time,
@@ -90,6 +94,11 @@ check: $(STAMP)
 
 test: $(STAMP) browser
 	$(PY) -m pytest
+
+# Every planted mistake of every lesson through nbgrader (make test grades each lesson's EVERYDAY
+# few): about 10 minutes on 2 cores. CI runs it after make test.
+test-mistakes: $(STAMP)
+	COURSE_MISTAKES=all $(PY) -m pytest autograde_tests/chain
 
 # The browser tests need Debian's Chromium (Playwright's own browser download cannot work
 # offline). Installed here when we are root with apt; otherwise those tests skip (fail under CI).

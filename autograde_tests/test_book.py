@@ -32,8 +32,10 @@ def _text(page: Path) -> str:
 
 
 def _released_code(lesson) -> str:
-    """All cell sources of the released student notebook: what every learner may see anyway."""
-    return "\n".join(cell.source for cell in nbformat.read(lesson.student_notebook, as_version=4).cells)
+    """All cell sources of the released student notebook: what every learner may see anyway,
+    also as rendered (inline code loses its backticks: `f(x=1)`) becomes f(x=1))."""
+    text = "\n".join(cell.source for cell in nbformat.read(lesson.student_notebook, as_version=4).cells)
+    return text + "\n" + text.replace("`", "")
 
 
 def hidden_test_lines(lesson) -> list[str]:

@@ -83,7 +83,8 @@ def test_make_lab_serves_jupyterlab_on_the_learners_copy(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=True)
     try:
-        deadline, contents = time.time() + 60, None
+        # Generous: on a fresh clone `make lab` first regenerates notebooks/ (nbgrader, all lessons).
+        deadline, contents = time.time() + 300, None
         while time.time() < deadline and contents is None:
             try:
                 url = f"http://127.0.0.1:{port}/api/contents/{LESSON.assignment}?token=test-token"
@@ -91,7 +92,7 @@ def test_make_lab_serves_jupyterlab_on_the_learners_copy(tmp_path):
             except OSError:
                 assert server.poll() is None, server.stdout.read()
                 time.sleep(0.5)
-        assert contents is not None, "JupyterLab did not answer within 60 s"
+        assert contents is not None, "JupyterLab did not answer within 300 s"
         names = [item["name"] for item in contents["content"]]
         assert f"{LESSON.name}.ipynb" in names, names
     finally:

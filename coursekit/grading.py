@@ -87,9 +87,10 @@ def submit(course: Path, student: str, lesson: Lesson, notebook: nbformat.Notebo
     return path
 
 
-def autograde(course: Path, lesson: Lesson) -> None:
-    """``nbgrader autograde`` every submission of ``lesson`` in ``course``."""
-    run_nbgrader("autograde", lesson.assignment, "--force", course=course)
+def autograde(course: Path, lesson: Lesson, *options: str) -> None:
+    """``nbgrader autograde`` every submission of ``lesson`` in ``course``; ``options`` are more
+    nbgrader flags, e.g. ``--SandboxKernelManager.threads=1``."""
+    run_nbgrader("autograde", lesson.assignment, "--force", *options, course=course)
 
 
 def _cell_messages(notebook: nbformat.NotebookNode) -> tuple[dict[str, str], list[str]]:

@@ -1,6 +1,9 @@
 """Which lessons the chain tests grade: all, or those named in COURSE_LESSONS.
 
     COURSE_LESSONS=lesson02,lesson03 pytest autograde_tests/chain   # while writing a lesson
+
+and which planted mistakes: each lesson's EVERYDAY ones, or all with COURSE_MISTAKES=all
+(`make test-mistakes`).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ import os
 
 from coursekit.lessons import all_lessons
 
-from .mistakes import all_mistakes
+from .mistakes import all_mistakes, everyday_mistakes
 
 
 def selected_lessons():
@@ -17,6 +20,11 @@ def selected_lessons():
     return [item for item in all_lessons() if not wanted or item.assignment in wanted]
 
 
+def every_mistake_wanted() -> bool:
+    return os.environ.get("COURSE_MISTAKES", "").strip().lower() == "all"
+
+
 def selected_mistakes():
     names = {item.assignment for item in selected_lessons()}
-    return [m for m in all_mistakes() if m.lesson in names]
+    pool = all_mistakes() if every_mistake_wanted() else everyday_mistakes()
+    return [m for m in pool if m.lesson in names]

@@ -4,6 +4,11 @@ The chain test hands in the solved lesson with the mistake planted and checks th
 test cells in ``fails`` lose their points: the bug is caught (the tests are not too weak) and
 nothing else is lost (the tests are not too strict). Each lesson lists its mistakes in
 ``mistakes/lessonNN.py`` as ``MISTAKES = [mistake(...), ...]``; this module collects them all.
+
+Every mistake costs a whole notebook execution in nbgrader (~10 s of a core), so each lesson
+also names in ``EVERYDAY`` the few that every `make test` grades: the classic bugs of the
+lesson, in different cells. `make test-mistakes` (``COURSE_MISTAKES=all``) grades every one,
+and CI runs both.
 """
 
 from __future__ import annotations
@@ -32,10 +37,24 @@ def mistake(lesson, name, cell, old, new, fails, why="") -> Mistake:
     return Mistake(lesson, name, cell, old, new, frozenset(fails), why)
 
 
-def all_mistakes() -> list[Mistake]:
-    """Every lesson's planted mistakes, in lesson order."""
-    found = []
+def _lesson_modules():
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("lesson"):
-            found.extend(importlib.import_module(f"{__name__}.{info.name}").MISTAKES)
+            yield importlib.import_module(f"{__name__}.{info.name}")
+
+
+def all_mistakes() -> list[Mistake]:
+    """Every lesson's planted mistakes, in lesson order."""
+    return [m for module in _lesson_modules() for m in module.MISTAKES]
+
+
+def everyday_mistakes() -> list[Mistake]:
+    """The mistakes each lesson names in ``EVERYDAY``: what every `make test` grades."""
+    found = []
+    for module in _lesson_modules():
+        named = {m.name: m for m in module.MISTAKES}
+        unknown = [name for name in module.EVERYDAY if name not in named]
+        if unknown:
+            raise ValueError(f"{module.__name__}.EVERYDAY names no planted mistake: {unknown}")
+        found.extend(named[name] for name in module.EVERYDAY)
     return found

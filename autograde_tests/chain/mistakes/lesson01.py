@@ -28,3 +28,10 @@ MISTAKES = [
         "queries @ keys.transpose(-1, -2) / temperature", "queries @ keys.transpose(-1, -2)",
         {"test_soft_lookup_torch"}),
 ]
+
+# Graded by every `make test`; the others by `make test-mistakes` (COURSE_MISTAKES=all).
+EVERYDAY = [
+    "softmax-overflow",
+    "softmax-wrong-axis",
+    "weights-not-normalized",
+]

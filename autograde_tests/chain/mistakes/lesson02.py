@@ -23,3 +23,10 @@ MISTAKES = [
             "return np.var(np.sum(q * k, axis=-1))", "return np.var(np.sum(q * k, axis=-1) / np.sqrt(d_k))",
             {"test_dot_product_variance"}, "measuring the scaled scores gives 1, not d_k"),
 ]
+
+# Graded by every `make test`; the others by `make test-mistakes` (COURSE_MISTAKES=all).
+EVERYDAY = [
+    "scale-by-d_k",
+    "torch-unscaled",
+    "relu-instead-of-tanh",
+]

@@ -35,3 +35,10 @@ MISTAKES = [
             "if not np.allclose(after[:t], before[:t]):", "if not np.allclose(after[:t + 1], before[:t + 1]):",
             {"test_leaks_future"}, "comparing output t too: every function then seems to leak"),
 ]
+
+# Graded by every `make test`; the others by `make test-mistakes` (COURSE_MISTAKES=all).
+EVERYDAY = [
+    "causal-diagonal-excluded",
+    "mask-after-softmax",
+    "fully-masked-rows-nan",
+]

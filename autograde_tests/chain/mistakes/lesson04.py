@@ -38,3 +38,10 @@ MISTAKES = [
             "attn_mask=None if mask is None else ~mask.unsqueeze(-3)",
             {"test_multi_head_attention_torch"}, "nn.MultiheadAttention's convention (True = ignore) used with SDPA"),
 ]
+
+# Graded by every `make test`; the others by `make test-mistakes` (COURSE_MISTAKES=all).
+EVERYDAY = [
+    "split-without-swap",
+    "no-output-projection",
+    "torch-mask-inverted",
+]

@@ -42,3 +42,10 @@ MISTAKES = [
             "src_ignore = ref_pt.padding_mask(src_lengths, n_src)[:, 0]",
             {"test_decoder_attentions_torch"}, "this course's True = may attend given to key_padding_mask (True = ignore)"),
 ]
+
+# Graded by every `make test`; the others by `make test-mistakes` (COURSE_MISTAKES=all).
+EVERYDAY = [
+    "masks-combined-with-or",
+    "decoder-without-causal-mask",
+    "cross-queries-and-memory-swapped",
+]

@@ -51,3 +51,10 @@ MISTAKES = [
             "attentions, norms = (2, 3) if decoder else (1, 2)", "attentions, norms = (1, 3) if decoder else (1, 2)",
             {"test_layer_parameter_counts"}, "a decoder layer's encoder-decoder attention forgotten"),
 ]
+
+# Graded by every `make test`; the others by `make test-mistakes` (COURSE_MISTAKES=all).
+EVERYDAY = [
+    "relu-forgotten",
+    "conv-input-not-transposed",
+    "parameters-without-biases",
+]

@@ -41,3 +41,10 @@ MISTAKES = [
             "table[tokens] * math.sqrt(d_model) + pe", "table[tokens] + pe",
             {"test_embed_tokens"}, "the paper multiplies the embedding weights by sqrt(d_model)"),
 ]
+
+# Graded by every `make test`; the others by `make test-mistakes` (COURSE_MISTAKES=all).
+EVERYDAY = [
+    "sines-then-cosines",
+    "exponent-i-instead-of-2i",
+    "embeddings-not-scaled",
+]

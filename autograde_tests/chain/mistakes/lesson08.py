@@ -48,3 +48,10 @@ MISTAKES = [
             "logits[:, -1].argmax(dim=-1)", "logits[:, 0].argmax(dim=-1)",
             {"test_greedy_decode"}, "the first position's prediction every step: the tokens fed back are never used"),
 ]
+
+# Graded by every `make test`; the others by `make test-mistakes` (COURSE_MISTAKES=all).
+EVERYDAY = [
+    "unbiased-variance",
+    "residual-forgotten",
+    "decoder-not-causal",
+]

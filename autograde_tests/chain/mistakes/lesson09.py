@@ -58,3 +58,10 @@ MISTAKES = [
             'cache["k"] = k_new',
             {"test_cached_self_attention"}, "only the newest key is kept: each step attends to itself"),
 ]
+
+# Graded by every `make test`; the others by `make test-mistakes` (COURSE_MISTAKES=all).
+EVERYDAY = [
+    "running-sum-not-rescaled",
+    "fully-masked-nan",
+    "cache-appended-twice",
+]
