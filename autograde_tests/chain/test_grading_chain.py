@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
 import pytest
@@ -11,6 +12,7 @@ from coursekit import grading
 
 from ..test_book import hidden_test_lines
 
+from .conftest import WORKERS
 from .mistakes import all_mistakes, everyday_mistakes
 from .selection import selected_lessons, selected_mistakes
 
@@ -111,10 +113,6 @@ def _feedback_and_export(course, assignment):
 def feedback(courses, graded):
     """nbgrader generate_feedback and export in each lesson's course, as the README's instructor
     flow runs them: {assignment: course directory}."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .conftest import WORKERS
-
     with ThreadPoolExecutor(WORKERS) as pool:
         list(pool.map(lambda item: _feedback_and_export(item[1], item[0]), courses.items()))
     return courses
