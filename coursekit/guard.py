@@ -28,6 +28,8 @@ import secrets
 import sys
 import types
 
+from attention_ref.testing import library_wrapper  # the same judgement the check helpers make
+
 _MISSING = object()
 
 # Modules whose every attribute must stay what it was (attention_ref.* is added at install).
@@ -54,28 +56,6 @@ def _code_of(value):
     if isinstance(value, types.FunctionType):
         return (value.__code__, value.__defaults__, value.__kwdefaults__)
     return None
-
-
-def library_wrapper(new, old) -> bool:
-    """Whether ``new`` is the library's own wrapper around ``old`` (torch._dynamo wraps
-    torch.manual_seed when it is first imported, say): its ``__wrapped__`` chain reaches ``old``
-    and its code lives in the same package's files, not in a notebook."""
-    root = (getattr(old, "__module__", None) or "").split(".")[0]
-    package = getattr(sys.modules.get(root), "__file__", None)
-    code = getattr(new, "__code__", None)
-    if not package or code is None:
-        return False
-    folder = package.rsplit("/", 1)[0] + "/"
-    if not code.co_filename.startswith(folder):
-        return False
-    current = new
-    for _ in range(8):
-        current = getattr(current, "__wrapped__", None)
-        if current is old:
-            return True
-        if current is None:
-            return False
-    return False
 
 
 class _Namespace:

@@ -61,9 +61,11 @@ def _snapshot_library() -> None:
 _ORIGINALS: dict = {}
 
 
-def _library_wrapper(new, old) -> bool:
-    """``new`` is the library's own wrapper of ``old`` (torch._dynamo wraps torch.manual_seed when
-    it is first imported): its ``__wrapped__`` chain reaches ``old``, its code is the package's."""
+def library_wrapper(new, old) -> bool:
+    """Whether ``new`` is the library's own wrapper around ``old`` (torch._dynamo wraps
+    torch.manual_seed when it is first imported, say): its ``__wrapped__`` chain reaches ``old``
+    and its code lives in the same package's files, not in a notebook. (The grader's guard,
+    coursekit/guard.py, makes the same judgement with this function.)"""
     root = (getattr(old, "__module__", None) or "").split(".")[0]
     package = getattr(sys.modules.get(root), "__file__", None)
     code = getattr(new, "__code__", None)
@@ -87,7 +89,7 @@ def _tampered() -> list[str]:
     for (module_name, name), (value, code) in list(_ORIGINALS.items()):
         module = sys.modules.get(module_name)
         now = getattr(module, name, None) if module is not None else None
-        if now is not value and _library_wrapper(now, value):
+        if now is not value and library_wrapper(now, value):
             _ORIGINALS[module_name, name] = (now, getattr(now, "__code__", None))
         elif now is not value:
             changed.append(f"{module_name}.{name} was replaced")
