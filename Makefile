@@ -20,16 +20,17 @@ LESSON_SOURCES := $(wildcard solutions/lesson*/*.md)
 STUDENT_NOTEBOOKS := $(patsubst solutions/%.md,notebooks/%.ipynb,$(LESSON_SOURCES))
 # What a built page depends on: the lessons import the library; these tools make the pages.
 LIBRARY := $(shell find solutions/attention_ref -name '*.py' 2>/dev/null)
-BOOK_TOOLS := coursekit/book.py coursekit/sources.py coursekit/lessons.py
+BOOK_TOOLS := coursekit/publishing/book.py coursekit/course/sources.py coursekit/course/lessons.py
 BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
 BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
 
-.PHONY: help install book bench bench-book lab check notebooks test test-mistakes browser autograde grade-class feedback clean
+.PHONY: help install book bench bench-book lab check notebooks test lint test-mistakes browser autograde accept grade-class feedback clean
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make book        build the Jupyter Book (every lesson executed) and print where it is"
-	@echo "make test        run the whole test suite (grading chain, reference library, book)"
+	@echo "make test        run the whole test suite (lint, grading chain, reference library, book)"
+	@echo "make lint        ruff: the style pyproject.toml declares (make test runs it first)"
 	@echo "make lab         open JupyterLab on your own copy of the student notebooks (work/)"
 	@echo "make check       grade your copy of the lessons (LESSON=lesson01 for one)"
 	@echo "make test-mistakes  grade every planted mistake of every lesson (make test: a few each)"
@@ -37,6 +38,7 @@ help:
 	@echo "make bench       the course's performance numbers: lessons, attention, memory, grading, GPU"
 	@echo "make bench-book  time a full book build and a rebuild after editing one lesson"
 	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader, all cores, report)"
+	@echo "make accept LESSON=lesson01 STUDENT=s  instructors: count a held submission's points after review"
 	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON"
 	@echo "make grade-class                 instructors: grade a synthetic class of 100 (CLASS=, LESSON=)"
 
@@ -64,7 +66,7 @@ book: $(BOOK_INDEX)
 	@echo "The book is at $(abspath $(BOOK_INDEX))"
 
 $(BOOK_INDEX): $(MATHJAX) $(LESSON_SOURCES) $(LIBRARY) $(BOOK_TOOLS) $(BOOK_PAGES) | $(STAMP)
-	$(PY) -m coursekit.book --edition $(EDITION)
+	$(PY) -m coursekit.publishing.book --edition $(EDITION)
 	@touch $@  # Sphinx leaves an unchanged page alone; make needs to see the build as done
 
 # Numbers, not tests: each row next to its target. BENCH_FLAGS="--only attention,memory" for some.
@@ -73,12 +75,12 @@ bench: | $(STAMP)
 	$(PY) -m coursekit.bench $(BENCH_FLAGS)
 
 bench-book: $(MATHJAX) | $(STAMP)
-	$(PY) -m coursekit.bench_book
+	$(PY) -m coursekit.bench.book
 
 notebooks: $(STUDENT_NOTEBOOKS)
 
 notebooks/%.ipynb: solutions/%.md | $(STAMP)
-	$(PY) -m coursekit.release $(firstword $(subst /, ,$*))
+	$(PY) -m coursekit.publishing.release $(firstword $(subst /, ,$*))
 
 # Extra flags for the Jupyter server (e.g. LAB_FLAGS="--no-browser --port 8899").
 LAB_FLAGS ?=
@@ -86,14 +88,20 @@ LAB_FLAGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 lab: notebooks | $(STAMP)
-	$(PY) -m coursekit.workspace
+	$(PY) -m coursekit.learner.workspace
 	$(VENV)/bin/jupyter lab --notebook-dir=work $(ROOT_FLAG) $(LAB_FLAGS)
 
 check: $(STAMP)
-	$(PY) -m coursekit.selfcheck $(LESSON)
+	$(PY) -m coursekit.learner.selfcheck $(LESSON)
 
-test: $(STAMP) browser
+test: $(STAMP) browser lint
 	$(PY) -m pytest
+
+# The style pyproject.toml declares, enforced (ruff is pinned in constraints.txt like every package).
+# `$(VENV)/bin/ruff format .` fixes the formatting.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # Every planted mistake of every lesson through nbgrader (make test grades each lesson's EVERYDAY
 # few): about 10 minutes on 2 cores. CI runs it after make test.
@@ -110,16 +118,23 @@ browser:
 	  else echo "Chromium not found: the browser tests will skip (apt-get install chromium)"; fi; }
 
 # nbgrader autograde in parallel batches, screening first, a per-student table and reports/LESSON/
-# (coursekit/classgrade.py). GRADE_FLAGS=--force regrades everything; --accept STUDENT releases a hold.
+# (coursekit/grading/classgrade.py). GRADE_FLAGS=--force regrades everything; --accept STUDENT releases a hold.
 GRADE_FLAGS ?=
 autograde: $(STAMP)
-	$(PY) -m coursekit.classgrade $(or $(LESSON),$(error give LESSON=lessonNN)) $(GRADE_FLAGS)
+	$(PY) -m coursekit.grading.classgrade $(or $(LESSON),$(error give LESSON=lessonNN)) $(GRADE_FLAGS)
+
+# An instructor reviewed a held submission (reports/LESSON/review.md): count its points.
+accept: $(STAMP)
+	$(PY) -m coursekit.grading.classgrade $(or $(LESSON),$(error give LESSON=lessonNN)) \
+	    --accept $(or $(STUDENT),$(error give STUDENT=<student id>))
 
 # A synthetic class -- solved, blank, planted mistakes, broken and hostile submissions -- graded on
 # all cores in a temporary course: the per-student table and notebooks per minute.
+# (coursekit/democlass/). CLASS_FLAGS="--workers 1" and the like go to python -m coursekit.democlass.
 CLASS ?= 100
+CLASS_FLAGS ?=
 grade-class: $(STAMP)
-	$(PY) -m coursekit.classgrade $(or $(LESSON),lesson01) --synthetic $(CLASS) $(GRADE_FLAGS)
+	$(PY) -m coursekit.democlass $(or $(LESSON),lesson01) --students $(CLASS) $(CLASS_FLAGS)
 
 feedback: $(STAMP)
 	$(VENV)/bin/nbgrader generate_feedback $(or $(LESSON),$(error give LESSON=lessonNN))

@@ -5,8 +5,8 @@
     nbgrader generate_feedback lesson01        # -> feedback/<student>/lesson01
     nbgrader export                            # grades.csv
 
-For a whole class, `make autograde LESSON=lesson01` (python -m coursekit.classgrade) runs the same
-pipeline on both cores, screens unreadable submissions first and writes a report.
+For a whole class, `make autograde LESSON=lesson01` (python -m coursekit.grading.classgrade) runs
+the same pipeline on both cores, screens unreadable submissions first and writes a report.
 """
 
 from pathlib import Path
@@ -18,7 +18,14 @@ c.CourseDirectory.course_id = "attention-course"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 # The .md is the lesson's source text, not a file for students; the notebook derived from it is.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.md"]
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    "feedback",
+    "*.md",
+    "mistakes.yml",
+]
 
 # A cell may run this long before it is interrupted and the rest of the notebook is graded.
 c.ExecutePreprocessor.timeout = 60
@@ -26,7 +33,7 @@ c.Execute.timeout = 60
 
 # Feedback shows no hidden tests: neither their code nor tracebacks that quote it.
 c.GenerateFeedback.preprocessors = [
-    "coursekit.feedback.HideHiddenTests",
+    "coursekit.grading.feedback.HideHiddenTests",
     "nbgrader.preprocessors.GetGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
@@ -34,18 +41,19 @@ c.GenerateFeedback.preprocessors = [
 # Lesson sources are MyST markdown (solutions/<lesson>/<name>.md); nbgrader reads .ipynb. Derive
 # the notebooks now, so a fresh clone works with stock nbgrader and no make step first.
 try:
-    from coursekit.sources import sync_sources
+    from coursekit.course.sources import sync_sources
 except ImportError:  # nbgrader run outside the course's environment: use the notebooks as they are
     pass
 else:
     sync_sources(Path(__file__).resolve().parent)
 
-    # Grading untrusted notebooks (coursekit/autograder.py, sandbox.py, guard.py, integrity.py):
-    # screen and repair each submission first; run it in a sandbox kernel (memory limit, no access
-    # to the course's files, no processes) with a guard that undoes tampering with what the tests
-    # rely on; survive kernels that die or hang; hold the points of suspicious submissions.
+    # Grading untrusted notebooks (coursekit/grading/: autograder.py, sandbox.py, guard.py,
+    # integrity.py): screen and repair each submission first; run it in a sandbox kernel (memory
+    # limit, no access to the course's files, no processes) with a guard that undoes tampering with
+    # what the tests rely on; survive kernels that die or hang; hold the points of suspicious
+    # submissions.
     c.Autograde.sanitize_preprocessors = [
-        "coursekit.autograder.ScreenSubmission",
+        "coursekit.grading.autograder.ScreenSubmission",
         "nbgrader.preprocessors.ClearOutput",
         "nbgrader.preprocessors.DeduplicateIds",
         "nbgrader.preprocessors.OverwriteKernelspec",
@@ -53,14 +61,14 @@ else:
         "nbgrader.preprocessors.CheckCellMetadata",
     ]
     c.Autograde.autograde_preprocessors = [
-        "coursekit.autograder.GuardedExecute",
+        "coursekit.grading.autograder.GuardedExecute",
         "nbgrader.preprocessors.IgnorePattern",
         "nbconvert.preprocessors.ClearMetadataPreprocessor",
         "nbgrader.preprocessors.LimitOutput",
         "nbgrader.preprocessors.SaveAutoGrades",
         "nbgrader.preprocessors.AssignLatePenalties",
         "nbgrader.preprocessors.CheckCellMetadata",
-        "coursekit.autograder.HoldForReview",
+        "coursekit.grading.autograder.HoldForReview",
     ]
     c.SandboxKernelManager.memory_limit_mb = 4096  # RLIMIT_DATA of a grading kernel
     c.SandboxKernelManager.cpu_limit_s = 900

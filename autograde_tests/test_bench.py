@@ -6,14 +6,22 @@ from __future__ import annotations
 import torch
 
 from coursekit import bench
+from coursekit.bench.cli import main as bench_main
 
 
 def test_every_section_runs_on_toy_sizes(capsys):
-    bench.main(["--tiny"])
+    bench_main(["--tiny"])
     out = capsys.readouterr().out
-    for title in ("Lesson execution", "floor: imports numpy, torch, matplotlib", "Attention on the CPU",
-                  "reference NumPy (lesson 2)", "tiled PyTorch (lesson 9", "Peak memory", "Autograding a class",
-                  "make bench-book"):
+    for title in (
+        "Lesson execution",
+        "floor: imports numpy, torch, matplotlib",
+        "Attention on the CPU",
+        "reference NumPy (lesson 2)",
+        "tiled PyTorch (lesson 9",
+        "Peak memory",
+        "Autograding a class",
+        "make bench-book",
+    ):
         assert title in out, f"{title!r} missing from the benchmark's output:\n{out}"
     if not torch.cuda.is_available():
         assert "no GPU on this machine" in out
@@ -25,7 +33,9 @@ def test_gpu_section_code_runs_on_the_cpu():
     assert "tiled PyTorch (block" in text and "throughput" in text
     timing = tables[0]
     tiled = next(row for row in timing.rows if row[0].startswith("tiled PyTorch"))
-    assert all(float(cell) > 0 for cell in tiled[1:]), tiled  # it ran (and matched the built-in) at every n
+    assert all(float(cell) > 0 for cell in tiled[1:]), (
+        tiled
+    )  # it ran (and matched the built-in) at every n
 
 
 def test_class_grading_report_is_found_and_parsed(tmp_path):
@@ -33,8 +43,9 @@ def test_class_grading_report_is_found_and_parsed(tmp_path):
     assert bench.class_grading_target(tmp_path) is None
     table = bench.bench_grading(bench.Config(), root=tmp_path)
     assert "not on main yet" in table.render()
-    (tmp_path / "Makefile").write_text("grade-class: x\n\t@echo 'graded 100 notebooks: 37.5 notebooks/minute'\n"
-                                       "x:\n\t@true\n")
+    (tmp_path / "Makefile").write_text(
+        "grade-class: x\n\t@echo 'graded 100 notebooks: 37.5 notebooks/minute'\nx:\n\t@true\n"
+    )
     assert bench.class_grading_target(tmp_path) == "grade-class"
     assert "37.5" in bench.bench_grading(bench.Config(), root=tmp_path).render()
     assert bench.parse_rate("12 notebooks per minute, then 14.25 Notebooks / min") == 14.25

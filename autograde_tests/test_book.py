@@ -8,10 +8,11 @@ import re
 import subprocess
 from pathlib import Path
 
-import nbformat
 import pytest
 
-from coursekit.lessons import ROOT, all_lessons
+from coursekit.course.lessons import ROOT, all_lessons
+
+from .leaks import hidden_test_lines, released_code
 
 pytestmark = pytest.mark.book
 HTML = ROOT / "book" / "_build" / "solutions" / "_build" / "html"
@@ -21,7 +22,9 @@ HTML = ROOT / "book" / "_build" / "solutions" / "_build" / "html"
 def book():
     """Build the book once per session with the README's command (a no-op when up to date)."""
     result = subprocess.run(["make", "book"], cwd=ROOT, capture_output=True, text=True)
-    assert result.returncode == 0, f"make book failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"make book failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     assert (HTML / "index.html").exists()
     return HTML
 
@@ -29,28 +32,6 @@ def book():
 def _text(page: Path) -> str:
     """The page's visible text, tags stripped (what a reader could see or copy)."""
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
-
-
-def _released_code(lesson) -> str:
-    """All cell sources of the released student notebook: what every learner may see anyway,
-    also as rendered (inline code loses its backticks: `f(x=1)`) becomes f(x=1))."""
-    text = "\n".join(cell.source for cell in nbformat.read(lesson.student_notebook, as_version=4).cells)
-    return text + "\n" + text.replace("`", "")
-
-
-def hidden_test_lines(lesson) -> list[str]:
-    """The hidden tests' lines that must appear nowhere public: long enough to be telling, and
-    not also part of the released student edition (a `with ...:` shared by both, say)."""
-    released = _released_code(lesson)
-    lines, inside = [], False
-    for line in lesson.source.read_text(encoding="utf-8").splitlines():
-        if "### BEGIN HIDDEN TESTS" in line:
-            inside = True
-        elif "### END HIDDEN TESTS" in line:
-            inside = False
-        elif inside and len(line.strip()) > 25 and line.strip() not in released:
-            lines.append(line.strip())
-    return lines
 
 
 @pytest.mark.parametrize("lesson", all_lessons(), ids=lambda item: item.assignment)
@@ -70,7 +51,9 @@ def test_solutions_are_folded_and_hidden_tests_absent(book, lesson):
     page = book / "lessons" / f"{lesson.name}.html"
     text = page.read_text(encoding="utf-8")
     solution_cells = lesson.source.read_text(encoding="utf-8").count("### BEGIN SOLUTION")
-    assert text.count("tag_hide-input") == solution_cells, "each solution cell is folded behind a toggle"
+    assert text.count("tag_hide-input") == solution_cells, (
+        "each solution cell is folded behind a toggle"
+    )
     visible = _text(page)
     for marker in ("BEGIN SOLUTION", "HIDDEN TESTS", "nbgrader"):
         assert marker not in visible, f"{marker!r} appears on {page.name}"
@@ -85,11 +68,15 @@ def test_solutions_are_folded_and_hidden_tests_absent(book, lesson):
 def test_math_is_served_by_a_local_mathjax(book):
     for page in book.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
-        assert "cdn.jsdelivr.net" not in text and "mathjax@" not in text, f"{page} loads MathJax from a CDN"
+        assert "cdn.jsdelivr.net" not in text and "mathjax@" not in text, (
+            f"{page} loads MathJax from a CDN"
+        )
     page = (book / "lessons" / f"{all_lessons()[0].name}.html").read_text(encoding="utf-8")
     assert re.search(r'<script[^>]+src="\.\./_static/mathjax/tex-mml-chtml\.js', page)
     assert (book / "_static" / "mathjax" / "tex-mml-chtml.js").stat().st_size > 100_000
-    assert list((book / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))
+    assert list(
+        (book / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff")
+    )
     assert page.count('class="math') >= 10, "the lesson's formulas are marked up for MathJax"
 
 
@@ -105,7 +92,9 @@ def test_make_targets_do_no_work_the_second_time(book):
     index = (HTML / "index.html").relative_to(ROOT).as_posix()  # `book` itself only prints the path
     for target in (index, "notebooks", "install"):
         result = subprocess.run(["make", "-q", target], cwd=ROOT, capture_output=True, text=True)
-        assert result.returncode == 0, f"`make {target}` would run again: {result.stdout}{result.stderr}"
+        assert result.returncode == 0, (
+            f"`make {target}` would run again: {result.stdout}{result.stderr}"
+        )
 
 
 def test_internal_links_resolve(book):
@@ -127,7 +116,9 @@ def test_internal_links_resolve(book):
                 continue
             if parts.fragment and target.suffix == ".html":
                 if target not in ids_of:
-                    ids_of[target] = set(re.findall(r'id="([^"]+)"', target.read_text(encoding="utf-8")))
+                    ids_of[target] = set(
+                        re.findall(r'id="([^"]+)"', target.read_text(encoding="utf-8"))
+                    )
                 if unquote(parts.fragment) not in ids_of[target]:
                     broken.append(f"{page.name}: {href} (no such anchor)")
     assert not broken, f"{len(broken)} broken links: {broken[:10]}"
@@ -157,15 +148,19 @@ def _solution_lines(source: Path) -> list[str]:
 
 def test_student_edition_of_the_book_has_no_solution_code():
     """`make book EDITION=student`: the same pages with stubs instead of solutions."""
-    result = subprocess.run(["make", "book", "EDITION=student"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        ["make", "book", "EDITION=student"], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     student = ROOT / "book" / "_build" / "student" / "_build" / "html"
     assert "student edition" in (student / "intro.html").read_text(encoding="utf-8")
     for lesson in all_lessons():
         text = _text(student / "lessons" / f"{lesson.name}.html")
         assert "NotImplementedError" in text
-        released = _released_code(lesson)  # demo cells may share a line
-        leaked = [line for line in _solution_lines(lesson.source) if line in text and line not in released]
+        released = released_code(lesson)  # demo cells may share a line
+        leaked = [
+            line for line in _solution_lines(lesson.source) if line in text and line not in released
+        ]
         assert not leaked, f"{lesson.name}: solution code in the student edition: {leaked[:3]}"
         for hidden in hidden_test_lines(lesson):
             assert hidden not in text
@@ -174,15 +169,22 @@ def test_student_edition_of_the_book_has_no_solution_code():
 def test_links_to_cited_works_become_citations_that_link(book):
     """A lesson's link to a work in references.bib is a citation in the book, leading to the
     references page (test_internal_links_resolve checks that the anchor exists)."""
-    from coursekit.book import bibliography_urls
+    from coursekit.publishing.book import bibliography_urls
 
     urls = bibliography_urls()
     for lesson in all_lessons():
-        linked = {urls[url] for url in re.findall(r"\]\((https?://[^)\s]+)\)", lesson.source.read_text(encoding="utf-8"))
-                  if url in urls}
+        linked = {
+            urls[url]
+            for url in re.findall(
+                r"\]\((https?://[^)\s]+)\)", lesson.source.read_text(encoding="utf-8")
+            )
+            if url in urls
+        }
         if not linked:
             continue
         text = (book / "lessons" / f"{lesson.name}.html").read_text(encoding="utf-8")
         citations = re.findall(r'<a [^>]*href="\.\./references\.html#id\d+"[^>]*>', text)
-        assert len(citations) >= len(linked), f"{lesson.name} cites {sorted(linked)}: {len(citations)} citation links"
+        assert len(citations) >= len(linked), (
+            f"{lesson.name} cites {sorted(linked)}: {len(citations)} citation links"
+        )
     assert "vaswani2017" in urls.values()

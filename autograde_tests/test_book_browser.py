@@ -23,14 +23,24 @@ from .test_book import HTML, book  # noqa: F401 -- the session fixture that buil
 pytestmark = pytest.mark.book
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = HTML.parent.parent.parent / "screenshots"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 
 @pytest.fixture(scope="session")
 def browser():
     if not os.path.exists(CHROMIUM):
-        message = "Chromium is not installed: `sudo apt-get install chromium` enables the browser tests"
+        message = (
+            "Chromium is not installed: `sudo apt-get install chromium` enables the browser tests"
+        )
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -60,9 +70,12 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 def _pages():
     """The book's pages (not the theme's templates under _static/, not the index pages)."""
-    return sorted(p.relative_to(HTML).as_posix() for p in HTML.rglob("*.html")
-                  if p.name not in ("genindex.html", "search.html")
-                  and not p.relative_to(HTML).parts[0].startswith("_"))
+    return sorted(
+        p.relative_to(HTML).as_posix()
+        for p in HTML.rglob("*.html")
+        if p.name not in ("genindex.html", "search.html")
+        and not p.relative_to(HTML).parts[0].startswith("_")
+    )
 
 
 def test_every_page_loads_offline_with_typeset_math_and_images(site, browser):
@@ -73,21 +86,32 @@ def test_every_page_loads_offline_with_typeset_math_and_images(site, browser):
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         requests, failures = [], []
         page.on("request", lambda request: requests.append(request.url))
-        page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        page.on(
+            "response",
+            lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None,
+        )
         page.on("requestfailed", lambda r: failures.append(f"failed {r.url}"))
         response = page.goto(f"{site}/{path}", wait_until="networkidle")
         assert response.status == 200, path
-        page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise")
+        page.wait_for_function(
+            "() => !window.MathJax || !MathJax.startup || MathJax.startup.promise"
+        )
         page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-        outside = [url for url in requests if not url.startswith(site) and not url.startswith("data:")]
+        outside = [
+            url for url in requests if not url.startswith(site) and not url.startswith("data:")
+        ]
         assert not outside, f"{path} requested outside 127.0.0.1: {outside}"
         assert not failures, f"{path}: {failures}"
         math = page.locator(".math").count()
         typeset = page.locator("mjx-container").count()
         assert typeset >= math, f"{path}: {math} formulas, {typeset} typeset by MathJax"
         text = page.inner_text("main")
-        assert "$$" not in text and "\\(" not in text and "\\frac" not in text, f"{path}: raw TeX is shown"
-        widths = page.evaluate("() => Array.from(document.images).map(i => [i.src, i.naturalWidth])")
+        assert "$$" not in text and "\\(" not in text and "\\frac" not in text, (
+            f"{path}: raw TeX is shown"
+        )
+        widths = page.evaluate(
+            "() => Array.from(document.images).map(i => [i.src, i.naturalWidth])"
+        )
         assert all(width > 0 for _, width in widths), f"{path}: images not loaded {widths}"
         page.screenshot(path=str(SCREENSHOTS / (path.replace("/", "_") + ".png")), full_page=True)
         page.close()

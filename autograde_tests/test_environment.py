@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,9 @@ def _conda_pins() -> dict[str, str]:
 
 def _direct_dependencies() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    specs = project["dependencies"] + [d for group in project["optional-dependencies"].values() for d in group]
+    specs = project["dependencies"] + [
+        d for group in project["optional-dependencies"].values() for d in group
+    ]
     return {_norm(re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0]) for spec in specs}
 
 
@@ -51,7 +53,11 @@ def test_every_direct_dependency_is_pinned_in_both():
 
 def test_conda_and_pip_pins_agree():
     conda, pip = _conda_pins(), _constraints()
-    disagree = {name: (version, pip.get(name)) for name, version in conda.items() if pip.get(name) != version}
+    disagree = {
+        name: (version, pip.get(name))
+        for name, version in conda.items()
+        if pip.get(name) != version
+    }
     assert not disagree, f"environment.yml vs constraints.txt: {disagree}"
 
 
@@ -65,8 +71,12 @@ def test_constraints_match_the_installed_environment():
     import subprocess
     import sys
 
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
-                            capture_output=True, text=True, check=True).stdout
+    frozen = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     pins = _constraints()
     for line in frozen.splitlines():
         if "==" not in line:
@@ -74,4 +84,6 @@ def test_constraints_match_the_installed_environment():
         name, version = line.split("==")
         name = _norm(name)
         assert name in pins, f"{name} is installed but not pinned in constraints.txt"
-        assert version.split("+")[0] == pins[name], f"{name}: installed {version}, pinned {pins[name]}"
+        assert version.split("+")[0] == pins[name], (
+            f"{name}: installed {version}, pinned {pins[name]}"
+        )

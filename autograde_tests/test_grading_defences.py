@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from coursekit import grading, integrity
-from coursekit.feedback import REDACTED, HideHiddenTests
-from coursekit.lessons import ROOT, all_lessons
-from coursekit.sources import source_to_notebook
-
-from .chain.mistakes import all_mistakes
+from coursekit.course.lessons import ROOT, all_lessons
+from coursekit.course.mistakes import all_mistakes, fill_solutions, plant
+from coursekit.course.sources import source_to_notebook
+from coursekit.grading import integrity
+from coursekit.grading.feedback import REDACTED, HideHiddenTests
 
 LESSONS = all_lessons()
 
@@ -35,12 +34,14 @@ def test_honest_notebooks_of_every_lesson_pass_the_screening(lesson):
     """Solved, blank and every planted mistake: nothing to note (no false positives)."""
     ref = _reference(lesson)
     source = source_to_notebook(lesson.source)
-    honest = {"blank": ref.release, "solved": grading.fill_solutions(ref.release, source)}
+    honest = {"blank": ref.release, "solved": fill_solutions(ref.release, source)}
     for m in all_mistakes():
         if m.lesson == lesson.assignment:
-            honest[m.name] = grading.fill_solutions(ref.release, source, {m.cell: (m.old, m.new)})
+            honest[m.name] = plant(ref.release, source, m)
     for name, nb in honest.items():
-        assert integrity.screen(nb, ref) == [], f"{lesson.assignment} {name}: {integrity.screen(nb, ref)}"
+        assert integrity.screen(nb, ref) == [], (
+            f"{lesson.assignment} {name}: {integrity.screen(nb, ref)}"
+        )
     assert ref.graded_functions and {"np", "expect_close"} <= set(ref.trusted)
 
 
@@ -85,18 +86,35 @@ def test_repair_puts_graded_cells_back_so_that_nbgrader_can_read_them():
     ref = _reference(lesson)
     nb = nbformat.from_dict(json.loads(json.dumps(ref.release)))
     tests = ref.test_ids
-    del nb.cells[[c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells].index(tests[0])]
-    solution = next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    del nb.cells[
+        [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells].index(
+            tests[0]
+        )
+    ]
+    solution = next(
+        c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+    )
     del nb.cells[nb.cells.index(solution)]
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("grade_id") == tests[1]:
             meta.update(schema_version=1, points=100, grade=False)
     nb.cells.insert(2, nbformat.v4.new_code_cell("pass"))
-    nb.cells[2].metadata["nbgrader"] = {"grade": True, "grade_id": "bonus", "points": 50, "solution": False,
-                                        "locked": False, "schema_version": 3}
+    nb.cells[2].metadata["nbgrader"] = {
+        "grade": True,
+        "grade_id": "bonus",
+        "points": 50,
+        "solution": False,
+        "locked": False,
+        "schema_version": 3,
+    }
     kinds = {f.kind for f in integrity.structure(nb, ref)}
-    assert {"deleted-test-cell", "deleted-exercise-cell", "edited-cell-metadata", "foreign-graded-cell"} <= kinds
+    assert {
+        "deleted-test-cell",
+        "deleted-exercise-cell",
+        "edited-cell-metadata",
+        "foreign-graded-cell",
+    } <= kinds
     repaired = integrity.repair(nb, ref)
     MetadataValidator().validate_nb(repaired)  # stock nbgrader would stop the whole class here
     ids = [c.metadata["nbgrader"]["grade_id"] for c in repaired.cells if "nbgrader" in c.metadata]
@@ -104,8 +122,14 @@ def test_repair_puts_graded_cells_back_so_that_nbgrader_can_read_them():
     nbformat.validate(repaired)
 
 
-@pytest.mark.parametrize("content, kind", [(b"", "empty-file"), (b'{"cells": [', "malformed-notebook"),
-                                           (b"[1, 2]", "malformed-notebook")])
+@pytest.mark.parametrize(
+    "content, kind",
+    [
+        (b"", "empty-file"),
+        (b'{"cells": [', "malformed-notebook"),
+        (b"[1, 2]", "malformed-notebook"),
+    ],
+)
 def test_unreadable_files_are_invalid(tmp_path, content, kind):
     (tmp_path / "x.ipynb").write_bytes(content)
     nb, found = integrity.read_submission(tmp_path, "x")
@@ -122,9 +146,8 @@ def test_missing_renamed_and_linked_notebooks_are_invalid(tmp_path):
 
 
 def test_the_guard_puts_back_what_was_patched():
-    from coursekit import guard
-
     import attention_ref.np as ref
+    from coursekit.grading import guard
 
     guard.install()
     assert json.loads(guard.check())["tampered"] == []
@@ -145,9 +168,8 @@ def test_the_guard_puts_back_what_was_patched():
 
 
 def test_the_check_helpers_refuse_to_run_on_replaced_originals():
-    from attention_ref import testing
-
     import attention_ref.np as ref
+    from attention_ref import testing
 
     original = np.allclose
     np.allclose = lambda *a, **k: True
@@ -157,9 +179,13 @@ def test_the_check_helpers_refuse_to_run_on_replaced_originals():
     finally:
         np.allclose = original
     namespace = {"__name__": "__main__", "ref": ref}
-    exec("def softmax(x, axis=-1):\n    import attention_ref.np as r\n    return r.softmax(x, axis)\n"
-         "def helper(x):\n    return ref.dot_scores(x, x)\ndef dot_scores(q, k):\n    return helper(q)\n",
-         namespace)
+    exec(
+        "def softmax(x, axis=-1):\n    import attention_ref.np as r\n    return r.softmax(x, "
+        "axis)\n"
+        "def helper(x):\n    return ref.dot_scores(x, x)\ndef dot_scores(q, k):\n    return "
+        "helper(q)\n",
+        namespace,
+    )
     with pytest.raises(AssertionError, match="uses its softmax"):
         testing.expect_own_function(namespace["softmax"], "softmax")
     with pytest.raises(AssertionError, match="dot_scores"):
@@ -180,9 +206,10 @@ def test_the_sandbox_refuses_what_grading_never_needs(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys, json, sqlite3, subprocess, ctypes
         sys.path.insert(0, {str(ROOT)!r})
-        from coursekit.sandbox import make_audit_hook
+        from coursekit.grading.sandbox import make_audit_hook
         os.chdir({str(work)!r})
-        sys.addaudithook(make_audit_hook([{str(course)!r}], [{str(work)!r}], [{str(work)!r}, {str(tmp_path / 'tmp')!r}], []))
+        protected, writable = [{str(course)!r}], [{str(work)!r}, {str(tmp_path / "tmp")!r}]
+        sys.addaudithook(make_audit_hook(protected, [{str(work)!r}], writable, []))
         tries = {{
             "read own": lambda: open("data.txt").read(),
             "write own": lambda: open("out.txt", "w").write("x"),
@@ -207,7 +234,9 @@ def test_the_sandbox_refuses_what_grading_never_needs(tmp_path):
                 out[name] = "refused"
         print(json.dumps(out))
         """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out.pop("read own") == out.pop("write own") == "allowed"
     assert set(out.values()) == {"refused"}, out
@@ -216,13 +245,30 @@ def test_the_sandbox_refuses_what_grading_never_needs(tmp_path):
 
 def test_feedback_blanks_hidden_tests_out_of_every_output():
     nb = nbformat.v4.new_notebook()
-    test = nbformat.v4.new_code_cell("expect_close(f(1), 2, 'f of 1')\n### BEGIN HIDDEN TESTS\n"
-                                     "expect_close(f(12345), 67890, 'secret case')\n### END HIDDEN TESTS")
-    test.metadata["nbgrader"] = {"grade": True, "grade_id": "t", "points": 1, "solution": False, "locked": True}
-    test.outputs = [nbformat.v4.new_output("stream", text="leaked: expect_close(f(12345), 67890, 'secret case')\n")]
+    test = nbformat.v4.new_code_cell(
+        "expect_close(f(1), 2, 'f of 1')\n### BEGIN HIDDEN TESTS\n"
+        "expect_close(f(12345), 67890, 'secret case')\n### END HIDDEN TESTS"
+    )
+    test.metadata["nbgrader"] = {
+        "grade": True,
+        "grade_id": "t",
+        "points": 1,
+        "solution": False,
+        "locked": True,
+    }
+    test.outputs = [
+        nbformat.v4.new_output(
+            "stream", text="leaked: expect_close(f(12345), 67890, 'secret case')\n"
+        )
+    ]
     mine = nbformat.v4.new_code_cell("print(stolen)")
-    mine.outputs = [nbformat.v4.new_output("execute_result", data={
-        "text/plain": "expect_close(f(12345), 67890, 'secret case')"}, execution_count=1)]
+    mine.outputs = [
+        nbformat.v4.new_output(
+            "execute_result",
+            data={"text/plain": "expect_close(f(12345), 67890, 'secret case')"},
+            execution_count=1,
+        )
+    ]
     nb.cells = [test, mine]
     out, _ = HideHiddenTests().preprocess(nb, {})
     text = json.dumps(out)

@@ -8,9 +8,10 @@ import shutil
 import nbformat
 import pytest
 
-from coursekit import grading, selfcheck, workspace
-from coursekit.lessons import all_lessons
-from coursekit.sources import source_to_notebook
+from coursekit.course.lessons import all_lessons
+from coursekit.course.mistakes import fill_solutions
+from coursekit.course.sources import source_to_notebook
+from coursekit.learner import selfcheck, workspace
 
 LESSON = all_lessons()[0]
 
@@ -28,7 +29,9 @@ def course_root(tmp_path):
 
 def test_workspace_never_overwrites_the_learners_copy(course_root):
     mine = course_root / "work" / LESSON.assignment / f"{LESSON.name}.ipynb"
-    assert workspace.sync_workspace(course_root) == [f"new lesson: work/{LESSON.assignment}/{LESSON.name}.ipynb"]
+    assert workspace.sync_workspace(course_root) == [
+        f"new lesson: work/{LESSON.assignment}/{LESSON.name}.ipynb"
+    ]
     assert mine.read_bytes() == LESSON.student_notebook.read_bytes()
 
     mine.write_text(mine.read_text().replace("YOUR CODE HERE", "my answer"))
@@ -52,8 +55,11 @@ def test_workspace_never_overwrites_the_learners_copy(course_root):
 def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_root, capsys):
     student = nbformat.read(LESSON.student_notebook, as_version=4)
     solved = source_to_notebook(LESSON.source)
-    overflowing = grading.fill_solutions(
-        student, solved, {"softmax": ("shifted = x - np.max(x, axis=axis, keepdims=True)", "shifted = x")})
+    overflowing = fill_solutions(
+        student,
+        solved,
+        {"softmax": ("shifted = x - np.max(x, axis=axis, keepdims=True)", "shifted = x")},
+    )
     mine = course_root / "work" / LESSON.assignment / f"{LESSON.name}.ipynb"
     mine.parent.mkdir(parents=True)
     nbformat.write(overflowing, mine)
@@ -79,11 +85,17 @@ def test_make_lab_serves_jupyterlab_on_the_learners_copy(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     flags = f"--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token=test-token"
-    server = subprocess.Popen(["make", "lab", f"LAB_FLAGS={flags}"], cwd=LESSON.root,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)
+    server = subprocess.Popen(
+        ["make", "lab", f"LAB_FLAGS={flags}"],
+        cwd=LESSON.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        # Generous: on a fresh clone `make lab` first regenerates notebooks/ (nbgrader, all lessons).
+        # Generous: on a fresh clone `make lab` first regenerates notebooks/ (nbgrader, all
+        # lessons).
         deadline, contents = time.time() + 300, None
         while time.time() < deadline and contents is None:
             try:

@@ -1,11 +1,21 @@
-"""Tooling around the course: derive every edition of a lesson from its one source.
+"""Tooling around the course, one subpackage per concern. Layers, lowest first; a module imports
+only from its own layer or lower ones, and never from the tests (autograde_tests/test_layers.py):
 
-    solutions/<lesson>/<name>.md  (jupytext MyST, solved, with nbgrader metadata and hidden tests)
-      -> solutions/<lesson>/<name>.ipynb   sources.py   what nbgrader reads (git-ignored)
-      -> notebooks/<lesson>/<name>.ipynb   release.py   student edition (committed, drift-tested)
-      -> book/lessons/<name>.ipynb         book.py      the book's page (git-ignored)
-      -> work/<lesson>/<name>.ipynb        workspace.py the learner's own copy (never overwritten)
+    course/       the course as files: lessons and their paths, MyST source -> .ipynb, nbgrader's
+                  cell metadata and command line, the planted mistakes (data in solutions/)
+    grading/      production grading: screening (integrity), the sandbox kernel and its guard,
+                  nbgrader preprocessors (autograder), feedback, class grading with its report
+    publishing/   the student edition (release) and the Jupyter Book (book)
+    learner/      a learner's own copies (workspace) and self-check (make check)
+    democlass/    a synthetic class of solved, blank, mistaken and hostile submissions
+                  (make grade-class)
+    bench/        make bench and make bench-book
 
-grading.py runs nbgrader on a temporary course (self-check and the chain tests);
-selfcheck.py prints a learner's scores.
+One source, every edition (the file that makes each one on the right):
+
+    solutions/<lesson>/<name>.md      jupytext MyST: solved, nbgrader metadata, hidden tests
+      -> solutions/<lesson>/<name>.ipynb   what nbgrader reads, git-ignored   course/sources.py
+      -> notebooks/<lesson>/<name>.ipynb   student edition, committed         publishing/release.py
+      -> book/lessons/<name>.ipynb         the book's page, git-ignored       publishing/book.py
+      -> work/<lesson>/<name>.ipynb        the learner's own copy             learner/workspace.py
 """

@@ -16,8 +16,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from coursekit import grading
-from coursekit.lessons import Lesson
+from coursekit.course.lessons import Lesson
+from coursekit.course.mistakes import fill_solutions, plant
+from coursekit.grading import tempcourse as grading
 
 from .selection import selected_lessons, selected_mistakes
 
@@ -32,10 +33,10 @@ def _grade_lesson(root: Path, lesson: Lesson) -> tuple[Path, dict]:
     course = grading.make_course(root / lesson.assignment, [lesson])
     student_nb = nbformat.read(course / "notebooks" / lesson.assignment / f"{lesson.name}.ipynb", 4)
     solved_nb = nbformat.read(course / "solutions" / lesson.assignment / f"{lesson.name}.ipynb", 4)
-    grading.submit(course, "solved", lesson, grading.fill_solutions(student_nb, solved_nb))
+    grading.submit(course, "solved", lesson, fill_solutions(student_nb, solved_nb))
     grading.submit(course, "blank", lesson, student_nb)
     for mistake in (m for m in selected_mistakes() if m.lesson == lesson.assignment):
-        planted = grading.fill_solutions(student_nb, solved_nb, {mistake.cell: (mistake.old, mistake.new)})
+        planted = plant(student_nb, solved_nb, mistake)
         grading.submit(course, mistake.student, lesson, planted)
     grading.autograde(course, lesson, *KERNEL_OPTIONS)
     return course, grading.results(course, lesson)
@@ -47,7 +48,9 @@ def graded_courses(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     root = tmp_path_factory.mktemp("courses")
     lessons = selected_lessons()
     with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:  # each worker waits on nbgrader
-        futures = {lesson.assignment: pool.submit(_grade_lesson, root, lesson) for lesson in lessons}
+        futures = {
+            lesson.assignment: pool.submit(_grade_lesson, root, lesson) for lesson in lessons
+        }
         return {assignment: future.result() for assignment, future in futures.items()}
 
 
@@ -60,5 +63,8 @@ def courses(graded_courses) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def graded(graded_courses) -> dict:
     """{(assignment, student): NotebookResult} for every submission of every lesson."""
-    return {(assignment, student): result for assignment, (_, results) in graded_courses.items()
-            for student, result in results.items()}
+    return {
+        (assignment, student): result
+        for assignment, (_, results) in graded_courses.items()
+        for student, result in results.items()
+    }

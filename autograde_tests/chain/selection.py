@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 
-from coursekit.lessons import all_lessons
-
-from .mistakes import all_mistakes, everyday_mistakes
+from coursekit.course.lessons import all_lessons
+from coursekit.course.mistakes import all_mistakes, everyday_mistakes
 
 
 def selected_lessons():
-    wanted = {name.strip() for name in os.environ.get("COURSE_LESSONS", "").split(",") if name.strip()}
+    wanted = {
+        name.strip() for name in os.environ.get("COURSE_LESSONS", "").split(",") if name.strip()
+    }
     return [item for item in all_lessons() if not wanted or item.assignment in wanted]
 
 

@@ -8,12 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 import nbformat
 import pytest
 
-from coursekit import grading
+from coursekit.course.mistakes import all_mistakes, everyday_mistakes
+from coursekit.grading import tempcourse as grading
 
-from ..test_book import hidden_test_lines
-
+from ..leaks import hidden_test_lines
 from .conftest import WORKERS
-from .mistakes import all_mistakes, everyday_mistakes
 from .selection import selected_lessons, selected_mistakes
 
 LESSONS = selected_lessons()
@@ -22,13 +21,17 @@ pytestmark = pytest.mark.chain
 
 
 def _failures(result) -> str:
-    return "\n".join(f"  {c.grade_id}: {c.score}/{c.max_score} {c.message}" for c in result.cells if not c.passed)
+    return "\n".join(
+        f"  {c.grade_id}: {c.score}/{c.max_score} {c.message}" for c in result.cells if not c.passed
+    )
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
 def test_solved_lesson_scores_full_marks(graded, lesson):
     result = graded[lesson.assignment, "solved"]
-    assert result.max_score > 0 and len(result.cells) >= 4, "a lesson has at least 4 graded test cells"
+    assert result.max_score > 0 and len(result.cells) >= 4, (
+        "a lesson has at least 4 graded test cells"
+    )
     assert result.score == result.max_score, f"the solved lesson lost points:\n{_failures(result)}"
 
 
@@ -53,8 +56,10 @@ def test_planted_mistake_loses_exactly_its_points(graded, mistake):
     known = {c.grade_id for c in result.cells}
     assert mistake.fails <= known, f"unknown test cells {sorted(mistake.fails - known)}"
     assert result.failed == mistake.fails, (
-        f"{mistake.name}: expected to fail {sorted(mistake.fails)}, failed {sorted(result.failed)}\n"
-        f"{_failures(result)}")
+        f"{mistake.name}: expected to fail {sorted(mistake.fails)}, failed "
+        f"{sorted(result.failed)}\n"
+        f"{_failures(result)}"
+    )
     lost = sum(c.max_score for c in result.cells if c.grade_id in mistake.fails)
     assert result.score == result.max_score - lost
     for cell in result.cells:
@@ -88,10 +93,14 @@ def _comparable(path) -> dict:
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
 def test_committed_student_edition_matches_generated(courses, lesson):
     """notebooks/ is exactly what `make notebooks` (nbgrader generate_assignment) produces."""
-    generated = _comparable(courses[lesson.assignment] / "notebooks" / lesson.assignment / f"{lesson.name}.ipynb")
+    generated = _comparable(
+        courses[lesson.assignment] / "notebooks" / lesson.assignment / f"{lesson.name}.ipynb"
+    )
     committed = _comparable(lesson.student_notebook)
     assert committed == generated, (
-        f"{lesson.student_notebook} is out of date with solutions/{lesson.assignment}: run `make notebooks`")
+        f"{lesson.student_notebook} is out of date with solutions/{lesson.assignment}: run `make "
+        "notebooks`"
+    )
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
@@ -100,7 +109,11 @@ def test_student_edition_has_no_solutions_hidden_tests_or_outputs(lesson):
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "as _ref"):
         assert marker not in text, f"{lesson.student_notebook} contains {marker!r}"
     nb = nbformat.reads(text, as_version=4)
-    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    dirty = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and (c.outputs or c.execution_count)
+    ]
     assert not dirty, f"cells {dirty} of {lesson.student_notebook} carry outputs"
 
 
@@ -121,7 +134,11 @@ def feedback(courses, graded):
 def test_export_has_every_students_score(feedback, graded):
     import csv
 
-    rows = [row for course in feedback.values() for row in csv.DictReader((course / "grades.csv").open())]
+    rows = [
+        row
+        for course in feedback.values()
+        for row in csv.DictReader((course / "grades.csv").open())
+    ]
     for (assignment, student), result in graded.items():
         row = next(r for r in rows if r["assignment"] == assignment and r["student_id"] == student)
         assert float(row["raw_score"]) == result.score, (assignment, student)
@@ -136,12 +153,22 @@ def test_feedback_shows_scores_and_messages_but_no_hidden_tests(feedback, graded
     assert hidden
     students = [s for (a, s) in graded if a == lesson.assignment]
     for student in students:
-        page = feedback[lesson.assignment] / "feedback" / student / lesson.assignment / f"{lesson.name}.html"
+        page = (
+            feedback[lesson.assignment]
+            / "feedback"
+            / student
+            / lesson.assignment
+            / f"{lesson.name}.html"
+        )
         text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
         leaked = [line for line in hidden if line in text]
         assert not leaked, f"feedback of {student} shows hidden tests: {leaked[:2]}"
         result = graded[lesson.assignment, student]
-        assert f"Score: {result.score:.1f} / {result.max_score:.1f}" in text, f"{student}: total score missing"
+        assert f"Score: {result.score:.1f} / {result.max_score:.1f}" in text, (
+            f"{student}: total score missing"
+        )
         for cell in result.cells:
             if not cell.passed:
-                assert cell.message.splitlines()[0][:60] in text, f"{student}: message of {cell.grade_id} missing"
+                assert cell.message.splitlines()[0][:60] in text, (
+                    f"{student}: message of {cell.grade_id} missing"
+                )

@@ -17,9 +17,11 @@ import re
 import nbformat
 import pytest
 
-from coursekit import badsubmissions, classgrade, grading
+from coursekit.democlass import badsubmissions
+from coursekit.grading import classgrade
+from coursekit.grading import tempcourse as grading
 
-from ..test_book import hidden_test_lines
+from ..leaks import hidden_test_lines
 from .conftest import EXTRA, LESSON
 
 pytestmark = pytest.mark.chain
@@ -30,8 +32,11 @@ LOOKUP = {"test_dot_scores", "test_soft_lookup"}  # what a broken dot_scores tak
 # kind: (which tests fail, status, finding kinds the instructor must see)
 EXPECTED = {
     "exception": (LOOKUP, "graded", set()),
-    "infinite-loop": ({"test_softmax", "test_softmax_stable", "test_soft_lookup", "test_kernel_regression"},
-                      "graded", {"timeout"}),
+    "infinite-loop": (
+        {"test_softmax", "test_softmax_stable", "test_soft_lookup", "test_kernel_regression"},
+        "graded",
+        {"timeout"},
+    ),
     "stubborn-loop": (SOLVED, "held", {"interrupt", "kernel-restarted"}),
     "memory-bomb": (SOLVED, "graded", {"memory-limit"}),
     "os-exit": (SOLVED, "held", {"exit", "kernel-restarted"}),
@@ -50,7 +55,11 @@ EXPECTED = {
     "other-assignment": (BLANK, "invalid", {"wrong-assignment"}),
     "symlink": (BLANK, "invalid", {"symlink"}),
     "wrong-shapes": (LOOKUP, "graded", set()),
-    "wrong-dtype": ({"test_weighted_sum", "test_soft_lookup", "test_kernel_regression"}, "graded", set()),
+    "wrong-dtype": (
+        {"test_weighted_sum", "test_soft_lookup", "test_kernel_regression"},
+        "graded",
+        set(),
+    ),
     "nan-outputs": ({"test_normalize_weights"}, "graded", set()),
     "patch-allclose": (WRONG, "held", {"monkeypatch", "tampering"}),
     "patch-np-testing": (WRONG, "held", {"monkeypatch", "tampering"}),
@@ -74,7 +83,11 @@ HONEST = {"solved": SOLVED, "wrong": WRONG}
 def _failing(hostile, expected) -> set[str]:
     if isinstance(expected, set):
         return expected
-    return {SOLVED: set(), WRONG: set(hostile.materials.wrong_fails), BLANK: set(hostile.materials.test_ids())}[expected]
+    return {
+        SOLVED: set(),
+        WRONG: set(hostile.materials.wrong_fails),
+        BLANK: set(hostile.materials.test_ids()),
+    }[expected]
 
 
 def _max(hostile) -> float:
@@ -82,8 +95,11 @@ def _max(hostile) -> float:
 
 
 def _points(hostile, cells) -> float:
-    points = {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
-              for c in hostile.materials.student.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
+    points = {
+        c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
+        for c in hostile.materials.student.cells
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+    }
     return sum(points[c] for c in cells)
 
 
@@ -100,14 +116,20 @@ def test_bad_submission_gets_the_score_it_deserves(hostile, kind):
     failing = _failing(hostile, fails)
     findings = "\n".join(f"  {f}" for f in row.findings)
     assert row.status == status, f"{kind}: {row.status}, expected {status}\n{findings}"
-    assert set(row.failed) == (failing if status != "invalid" else set()), f"{kind}: failed {row.failed}\n{findings}"
+    assert set(row.failed) == (failing if status != "invalid" else set()), (
+        f"{kind}: failed {row.failed}\n{findings}"
+    )
     deserved = 0.0 if status == "invalid" else _max(hostile) - _points(hostile, failing)
     assert row.auto == deserved, f"{kind}: the tests gave {row.auto}, it deserves {deserved}"
     assert row.score == (deserved if status == "graded" else 0.0), f"{kind}: counted {row.score}"
     kinds = {f.kind for f in row.findings}
-    assert notes <= kinds, f"{kind}: the instructor should see {sorted(notes - kinds)}; got\n{findings}"
+    assert notes <= kinds, (
+        f"{kind}: the instructor should see {sorted(notes - kinds)}; got\n{findings}"
+    )
     if status != "graded":
-        assert any(f.severity in ("review", "invalid") and f.message for f in row.findings), findings
+        assert any(f.severity in ("review", "invalid") and f.message for f in row.findings), (
+            findings
+        )
     print(f"{kind}: {row.score:g}/{row.max_score:g} ({row.status}; the tests gave {row.auto:g})")
 
 
@@ -150,8 +172,11 @@ def test_an_interrupted_run_left_a_consistent_gradebook_and_resumed(hostile):
     assert len(everyone) == len(badsubmissions.KINDS) + len(HONEST)
     final = json.loads((hostile.course / "reports" / LESSON.assignment / "ledger.json").read_text())
     assert set(final) == everyone and all(e["status"] != "failed" for e in final.values())
-    print(f"killed after {len(graded)} of {len(everyone)}; the whole class took {hostile.seconds:.0f} s, "
-          f"{hostile.report.per_minute:.1f} notebooks per minute after resuming")
+    print(
+        f"killed after {len(graded)} of {len(everyone)}; the whole class took "
+        f"{hostile.seconds:.0f} s, "
+        f"{hostile.report.per_minute:.1f} notebooks per minute after resuming"
+    )
 
 
 def test_grading_again_changes_nothing(hostile):
@@ -159,7 +184,9 @@ def test_grading_again_changes_nothing(hostile):
     again = classgrade.grade_class(hostile.course, LESSON, extra=EXTRA, progress=False)
     assert again.graded == 0 and again.rows == hostile.report.rows
     some = ["patch-allclose", "malformed-json"]  # a held one and an invalid one
-    forced = classgrade.grade_class(hostile.course, LESSON, force=True, extra=EXTRA, progress=False, students=some)
+    forced = classgrade.grade_class(
+        hostile.course, LESSON, force=True, extra=EXTRA, progress=False, students=some
+    )
     assert forced.graded == 1 and forced.problems == []
     for student in some:
         assert forced.row(student) == hostile.report.row(student), student
@@ -170,8 +197,9 @@ def test_an_instructor_can_accept_a_held_submission(hostile):
     classgrade.accept(hostile.course, LESSON, student)
     row = classgrade.report_only(hostile.course, LESSON).row(student)
     assert row.status == "graded" and row.score == row.auto == _max(hostile)
-    regraded = classgrade.grade_class(hostile.course, LESSON, force=True, extra=EXTRA, progress=False,
-                                      students=[student])
+    regraded = classgrade.grade_class(
+        hostile.course, LESSON, force=True, extra=EXTRA, progress=False, students=[student]
+    )
     assert regraded.row(student).score == _max(hostile), "an accepted submission stays accepted"
     assert "--accept" in (hostile.course / "reports" / LESSON.assignment / "review.md").read_text()
 
@@ -191,7 +219,9 @@ def test_no_generated_file_contains_hidden_tests(hostile, feedback):
     hidden = hidden_test_lines(LESSON)
     assert hidden
     pages = [p for p in feedback.rglob("*") if p.is_file()]
-    assert any("reads-hidden-tests" in str(p) for p in pages), "feedback of the student who read the tests"
+    assert any("reads-hidden-tests" in str(p) for p in pages), (
+        "feedback of the student who read the tests"
+    )
     assert len({p.parts[-3] for p in pages if p.suffix == ".html"}) >= 30
     for page in pages + [LESSON.student_notebook]:
         text = _visible_text(page)
@@ -201,8 +231,18 @@ def test_no_generated_file_contains_hidden_tests(hostile, feedback):
 
 def test_the_hidden_tests_were_really_printed_and_then_removed(hostile, feedback):
     """The leak attempt did print the calling hidden test; the feedback shows it redacted."""
-    graded = hostile.course / "autograded" / "reads-hidden-tests" / LESSON.assignment / f"{LESSON.name}.ipynb"
-    outputs = "".join(o.get("text", "") for c in nbformat.read(graded, 4).cells for o in c.get("outputs", []))
-    assert any(line in outputs for line in hidden_test_lines(LESSON)), "the attack did not run as designed"
+    graded = (
+        hostile.course
+        / "autograded"
+        / "reads-hidden-tests"
+        / LESSON.assignment
+        / f"{LESSON.name}.ipynb"
+    )
+    outputs = "".join(
+        o.get("text", "") for c in nbformat.read(graded, 4).cells for o in c.get("outputs", [])
+    )
+    assert any(line in outputs for line in hidden_test_lines(LESSON)), (
+        "the attack did not run as designed"
+    )
     page = feedback / "reads-hidden-tests" / LESSON.assignment / f"{LESSON.name}.html"
     assert "[hidden test]" in _visible_text(page)

@@ -14,22 +14,31 @@ from attention_ref.pt.model import BOS, EOS, VOCAB_SIZE, Transformer, greedy_dec
 
 
 def _dtypes(device):
-    return [torch.float32] if device.type == "mps" else [torch.float64, torch.float32]  # MPS has no float64
+    return (
+        [torch.float32] if device.type == "mps" else [torch.float64, torch.float32]
+    )  # MPS has no float64
 
 
 def test_step_by_step_equals_decoder_self_attention(device):
     for dtype in _dtypes(device):
-        params = {k: v.to(device, dtype) + 0.1 for k, v in rpt.init_params(16, 4, torch.Generator().manual_seed(1)).items()}
-        y = torch.randn(3, 7, 16, generator=torch.Generator().manual_seed(2), dtype=dtype).to(device)
+        params = {
+            k: v.to(device, dtype) + 0.1
+            for k, v in rpt.init_params(16, 4, torch.Generator().manual_seed(1)).items()
+        }
+        y = torch.randn(3, 7, 16, generator=torch.Generator().manual_seed(2), dtype=dtype).to(
+            device
+        )
         want = rpt.decoder_self_attention(y, params, 4)
         cache = {}
-        steps = [cached_self_attention(y[:, t:t + 1], params, 4, cache) for t in range(7)]
+        steps = [cached_self_attention(y[:, t : t + 1], params, 4, cache) for t in range(7)]
         tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
         torch.testing.assert_close(torch.cat(steps, dim=1), want, **tol)
-        assert cache["k"].shape == cache["v"].shape == (3, 4, 7, 4), "one key and one value per position, once"
+        assert cache["k"].shape == cache["v"].shape == (3, 4, 7, 4), (
+            "one key and one value per position, once"
+        )
         cache = {}  # a prompt of 4 positions at once, then 3 more one at a time
         parts = [cached_self_attention(y[:, :4], params, 4, cache)]
-        parts += [cached_self_attention(y[:, t:t + 1], params, 4, cache) for t in range(4, 7)]
+        parts += [cached_self_attention(y[:, t : t + 1], params, 4, cache) for t in range(4, 7)]
         torch.testing.assert_close(torch.cat(parts, dim=1), want, **tol)
 
 
@@ -42,8 +51,16 @@ def test_the_cache_refuses_a_foreign_batch():
 
 
 def _model(device, dtype, layers=2):
-    model = Transformer(VOCAB_SIZE, VOCAB_SIZE, d_model=32, num_heads=4, d_ff=64, num_encoder_layers=layers,
-                        num_decoder_layers=layers, generator=torch.Generator().manual_seed(3))
+    model = Transformer(
+        VOCAB_SIZE,
+        VOCAB_SIZE,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        num_encoder_layers=layers,
+        num_decoder_layers=layers,
+        generator=torch.Generator().manual_seed(3),
+    )
     return model.to(device, dtype).eval()
 
 
@@ -58,8 +75,10 @@ def test_greedy_decoding_with_the_cache_gives_the_same_tokens(device):
         assert got.device == src.device and torch.equal(got, want), dtype
     # an end symbol that is never produced: every step runs, and still the same tokens
     model = _model(device, _dtypes(device)[0], layers=1)
-    torch.testing.assert_close(greedy_decode_cached(model, src, 9, BOS, VOCAB_SIZE + 5),
-                               greedy_decode(model, src, 9, BOS, VOCAB_SIZE + 5))
+    torch.testing.assert_close(
+        greedy_decode_cached(model, src, 9, BOS, VOCAB_SIZE + 5),
+        greedy_decode(model, src, 9, BOS, VOCAB_SIZE + 5),
+    )
 
 
 def test_a_cached_step_costs_the_same_at_every_step_and_an_uncached_one_grows():
@@ -80,12 +99,23 @@ def test_a_cached_step_costs_the_same_at_every_step_and_an_uncached_one_grows():
             full = model.decode(ys, decoder.memory, mask)
         uncached.append(counter.get_total_flops())
         with torch.no_grad():
-            assert 2 * count_multiply_adds(model.decode, ys, decoder.memory, mask)[1] == uncached[-1]
+            assert (
+                2 * count_multiply_adds(model.decode, ys, decoder.memory, mask)[1] == uncached[-1]
+            )
         torch.testing.assert_close(logits[:, -1], full[:, -1], rtol=1e-5, atol=1e-5)
         ys = torch.cat([ys, full[:, -1].argmax(-1, keepdim=True)], dim=1)
     grow_uncached = [b - a for a, b in zip(uncached, uncached[1:])]
     grow_cached = [b - a for a, b in zip(cached, cached[1:])]
-    assert min(grow_uncached) > 0 and uncached[-1] > 5 * uncached[0], uncached  # the whole prefix, every step
-    assert max(grow_cached) < min(grow_uncached) / 10, cached  # one new position: only its attention grows
-    assert cached[-1] < uncached[0], (cached, uncached)  # the memory's keys and values projected only once
-    assert decoder.cache_bytes() == 2 * 2 * 4 * 12 * 32 * 4  # k and v, 2 layers, batch 4, 12 positions, d_model 32
+    assert min(grow_uncached) > 0 and uncached[-1] > 5 * uncached[0], (
+        uncached
+    )  # the whole prefix, every step
+    assert max(grow_cached) < min(grow_uncached) / 10, (
+        cached
+    )  # one new position: only its attention grows
+    assert cached[-1] < uncached[0], (
+        cached,
+        uncached,
+    )  # the memory's keys and values projected only once
+    assert (
+        decoder.cache_bytes() == 2 * 2 * 4 * 12 * 32 * 4
+    )  # k and v, 2 layers, batch 4, 12 positions, d_model 32

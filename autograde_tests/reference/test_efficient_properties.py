@@ -1,7 +1,8 @@
 """Property tests (hypothesis) of lesson 9's tiled attention, with the corner cases of
 test_numerical_properties.py (no keys, one key, empty batches, logits up to +-1e4, every float
-dtype, fully masked rows) and any block size: it is Eq. (1), evaluated by F.scaled_dot_product_attention
-in float64, with zeros for queries that may attend to nothing, and never NaN or inf."""
+dtype, fully masked rows) and any block size: it is Eq. (1), evaluated by
+F.scaled_dot_product_attention in float64, with zeros for queries that may attend to nothing, and
+never NaN or inf."""
 
 from __future__ import annotations
 
@@ -28,8 +29,11 @@ def test_tiled_attention_is_eq1_for_any_block_size(device, p, block_size):
     scores = q.double() @ k.double().transpose(-1, -2) / p["d_k"] ** 0.5
     if mask is not None:
         scores = scores.masked_fill(~mask, -torch.inf)
-    want_lse = (torch.logsumexp(scores, dim=-1) if p["n_k"]
-                else torch.full(scores.shape[:-1], -torch.inf, dtype=torch.float64, device=scores.device))
+    want_lse = (
+        torch.logsumexp(scores, dim=-1)
+        if p["n_k"]
+        else torch.full(scores.shape[:-1], -torch.inf, dtype=torch.float64, device=scores.device)
+    )
     tol = max(1e-3, TOLERANCES[p["dtype"]]["rtol"])  # the lse is returned in the inputs' dtype
     torch.testing.assert_close(lse.double(), want_lse, rtol=tol, atol=tol)
 

@@ -31,14 +31,22 @@ def test_online_softmax_matches_torch_softmax(device, dtype, block_size):
     torch.testing.assert_close(got, want, **TOLERANCES[dtype])
     assert (got[0, 0] == 0).all()
     running_max, running_sum = rpt.online_softmax_stats(x, block_size)
-    assert running_max.dtype == running_sum.dtype == (dtype if dtype == torch.float64 else torch.float32)
+    assert (
+        running_max.dtype
+        == running_sum.dtype
+        == (dtype if dtype == torch.float64 else torch.float32)
+    )
     torch.testing.assert_close(running_max.double(), wide.amax(dim=-1))
     shift = torch.where(torch.isfinite(running_max), running_max, 0).double()
-    torch.testing.assert_close(running_sum.double(), torch.exp(wide - shift[..., None]).sum(-1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        running_sum.double(), torch.exp(wide - shift[..., None]).sum(-1), rtol=1e-5, atol=1e-6
+    )
     assert running_sum[0, 0] == 0
     if dtype in (torch.float32, torch.float64):
         np_x = x.cpu().numpy()
-        np.testing.assert_allclose(rnp.online_softmax(np_x, block_size), want.cpu().numpy(), **TOLERANCES[dtype])
+        np.testing.assert_allclose(
+            rnp.online_softmax(np_x, block_size), want.cpu().numpy(), **TOLERANCES[dtype]
+        )
         np_max, np_sum = rnp.online_softmax_stats(np_x, block_size)
         np.testing.assert_allclose(np_max, running_max.cpu().numpy())
         np.testing.assert_allclose(np_sum, running_sum.cpu().numpy(), rtol=1e-5)
@@ -47,7 +55,9 @@ def test_online_softmax_matches_torch_softmax(device, dtype, block_size):
 def test_online_softmax_survives_huge_logits(device):
     x = torch.tensor([[1e4, -1e4, 1e4 - 1.0, 0.0]], device=device)
     torch.testing.assert_close(rpt.online_softmax(x), torch.softmax(x, dim=-1))
-    np.testing.assert_allclose(rnp.online_softmax(x.cpu().numpy()), torch.softmax(x, -1).cpu().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+        rnp.online_softmax(x.cpu().numpy()), torch.softmax(x, -1).cpu().numpy(), rtol=1e-6
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -60,12 +70,18 @@ def test_tiled_attention_matches_torch(device, dtype, shapes, block_size):
         got = rpt.tiled_attention(q, k, v, mask=mask, block_size=block_size)
         want = _reference_sdpa(q, k, v, mask)
         assert got.dtype == dtype and got.device == q.device, name
-        torch.testing.assert_close(got, want, **TOLERANCES[dtype], msg=lambda m: f"mask {name}: {m}")
+        torch.testing.assert_close(
+            got, want, **TOLERANCES[dtype], msg=lambda m: f"mask {name}: {m}"
+        )
         if dtype in (torch.float32, torch.float64):
             np_mask = None if mask is None else mask.cpu().numpy()
-            np_out = rnp.tiled_attention(*(t.cpu().numpy() for t in (q, k, v)), mask=np_mask, block_size=block_size)
+            np_out = rnp.tiled_attention(
+                *(t.cpu().numpy() for t in (q, k, v)), mask=np_mask, block_size=block_size
+            )
             assert np_out.dtype == q.cpu().numpy().dtype
-            np.testing.assert_allclose(np_out, want.cpu().numpy(), **TOLERANCES[dtype], err_msg=name)
+            np.testing.assert_allclose(
+                np_out, want.cpu().numpy(), **TOLERANCES[dtype], err_msg=name
+            )
 
 
 def test_fully_masked_rows_and_masks_that_broadcast_along_the_keys(device):
@@ -74,28 +90,40 @@ def test_fully_masked_rows_and_masks_that_broadcast_along_the_keys(device):
     got = rpt.tiled_attention(q, k, v, per_query, block_size=2)
     assert torch.isfinite(got).all() and (got[:, 1] == 0).all() and (got[:, 4] == 0).all()
     torch.testing.assert_close(got, _reference_sdpa(q, k, v, per_query.expand(5, 5)))
-    np_got = rnp.tiled_attention(*(t.cpu().numpy() for t in (q, k, v)), per_query.cpu().numpy(), block_size=2)
+    np_got = rnp.tiled_attention(
+        *(t.cpu().numpy() for t in (q, k, v)), per_query.cpu().numpy(), block_size=2
+    )
     np.testing.assert_allclose(np_got, got.cpu().numpy(), rtol=1e-5, atol=1e-6)
     # a block that is fully masked for a row *after* that row has seen keys leaves it unchanged
     mask = torch.ones(5, 8, dtype=torch.bool, device=device)
     mask[:, 2:6] = False
-    torch.testing.assert_close(rpt.tiled_attention(q, torch.cat([k, k[:, :3]], 1), torch.cat([v, v[:, :3]], 1),
-                                                   mask, block_size=2),
-                               _reference_sdpa(q, torch.cat([k, k[:, :3]], 1), torch.cat([v, v[:, :3]], 1), mask))
+    torch.testing.assert_close(
+        rpt.tiled_attention(
+            q, torch.cat([k, k[:, :3]], 1), torch.cat([v, v[:, :3]], 1), mask, block_size=2
+        ),
+        _reference_sdpa(q, torch.cat([k, k[:, :3]], 1), torch.cat([v, v[:, :3]], 1), mask),
+    )
 
 
 def test_log_sum_exp_and_merging_partial_results(device):
-    q, k, v = (_randn(s, torch.float64, device, seed=i) for i, s in enumerate([(3, 4, 8), (3, 9, 8), (3, 9, 6)]))
+    q, k, v = (
+        _randn(s, torch.float64, device, seed=i)
+        for i, s in enumerate([(3, 4, 8), (3, 9, 8), (3, 9, 6)])
+    )
     mask = torch.rand(3, 4, 9, generator=torch.Generator().manual_seed(3)).to(device) > 0.4
     mask[0, 1] = False  # a query with no key at all
     mask[1, 2, :5] = False  # a query with no key in the first part
     out, lse = rpt.tiled_attention(q, k, v, mask, block_size=2, return_lse=True)
-    scores = (q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(~mask, -torch.inf)
+    scores = (q @ k.transpose(-1, -2) / 8**0.5).masked_fill(~mask, -torch.inf)
     torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1))
     assert lse[0, 1] == -torch.inf
     for split in (0, 5, 9):
-        part_a = rpt.tiled_attention(q, k[:, :split], v[:, :split], mask[..., :split], 3, return_lse=True)
-        part_b = rpt.tiled_attention(q, k[:, split:], v[:, split:], mask[..., split:], 3, return_lse=True)
+        part_a = rpt.tiled_attention(
+            q, k[:, :split], v[:, :split], mask[..., :split], 3, return_lse=True
+        )
+        part_b = rpt.tiled_attention(
+            q, k[:, split:], v[:, split:], mask[..., split:], 3, return_lse=True
+        )
         merged, merged_lse = rpt.merge_attention(*part_a, *part_b)
         torch.testing.assert_close(merged, _reference_sdpa(q, k, v, mask), msg=f"split at {split}")
         torch.testing.assert_close(merged_lse, lse)
@@ -103,8 +131,14 @@ def test_log_sum_exp_and_merging_partial_results(device):
         np_merged, np_lse = rnp.merge_attention(*np_parts[0], *np_parts[1])
         np.testing.assert_allclose(np_merged, merged.cpu().numpy(), rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(np.isfinite(np_lse), torch.isfinite(lse).cpu().numpy())
-    np_out, np_lse = rnp.tiled_attention(q.cpu().numpy(), k.cpu().numpy(), v.cpu().numpy(), mask.cpu().numpy(),
-                                         block_size=4, return_lse=True)
+    np_out, np_lse = rnp.tiled_attention(
+        q.cpu().numpy(),
+        k.cpu().numpy(),
+        v.cpu().numpy(),
+        mask.cpu().numpy(),
+        block_size=4,
+        return_lse=True,
+    )
     np.testing.assert_allclose(np_lse, lse.cpu().numpy())
 
 
@@ -113,8 +147,12 @@ def test_gradients_match_the_built_in(device):
     k = _randn((2, 7, 8), torch.float64, device, seed=2).requires_grad_()
     v = _randn((2, 7, 4), torch.float64, device, seed=3).requires_grad_()
     mask = torch.ones(6, 7, dtype=torch.bool, device=device).tril()
-    grads = torch.autograd.grad(rpt.tiled_attention(q, k, v, mask, block_size=3).square().sum(), (q, k, v))
-    want = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, attn_mask=mask).square().sum(), (q, k, v))
+    grads = torch.autograd.grad(
+        rpt.tiled_attention(q, k, v, mask, block_size=3).square().sum(), (q, k, v)
+    )
+    want = torch.autograd.grad(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask).square().sum(), (q, k, v)
+    )
     for got, expected in zip(grads, want):
         torch.testing.assert_close(got, expected)
 
@@ -128,7 +166,9 @@ def test_tiled_peak_memory_grows_linearly_and_naive_quadratically():
         tiled_out, tiled = peak_memory(rnp.tiled_attention, q, k, v, block_size=64)
         np.testing.assert_allclose(tiled_out, out, rtol=1e-5, atol=1e-5)
         assert naive >= n * n * 4, "the naive attention holds at least the n x n float32 scores"
-        assert tiled <= 2 * 3 * q.nbytes, f"n = {n}: tiled attention held {tiled} bytes, inputs are {3 * q.nbytes}"
+        assert tiled <= 2 * 3 * q.nbytes, (
+            f"n = {n}: tiled attention held {tiled} bytes, inputs are {3 * q.nbytes}"
+        )
         peaks[n] = naive, tiled
     assert peaks[1024][0] > 3.5 * peaks[512][0]  # doubling n quadruples the naive peak ...
     assert peaks[1024][1] < 2.5 * peaks[512][1]  # ... and about doubles the tiled one
@@ -161,7 +201,9 @@ def test_profiling_helpers(device):
             peak_memory(torch.matmul, t, t)
     assert best_time(torch.matmul, t, t, repeat=2) > 0
     a, b = torch.ones(3, 4, 5, device=device), torch.ones(5, 6, device=device)
-    out, macs = count_multiply_adds(lambda: (a @ b, torch.nn.functional.linear(a, b.T), torch.bmm(a, a.transpose(1, 2))))
+    out, macs = count_multiply_adds(
+        lambda: (a @ b, torch.nn.functional.linear(a, b.T), torch.bmm(a, a.transpose(1, 2)))
+    )
     assert macs == 3 * 4 * 6 * 5 + 3 * 4 * 6 * 5 + 3 * 4 * 4 * 5
 
 
@@ -170,13 +212,17 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match="block_size"):
         rnp.tiled_attention(q, q, q, block_size=0)
     with pytest.raises(ValueError, match="block_size"):
-        rpt.tiled_attention(torch.ones(2, 3, 4), torch.ones(2, 3, 4), torch.ones(2, 3, 4), block_size=2.0)
+        rpt.tiled_attention(
+            torch.ones(2, 3, 4), torch.ones(2, 3, 4), torch.ones(2, 3, 4), block_size=2.0
+        )
     with pytest.raises(ValueError, match="block_size"):
         rnp.online_softmax(np.ones(3), block_size=-1)
     with pytest.raises(TypeError, match="boolean"):
         rnp.tiled_attention(q, q, q, mask=np.ones((3, 3)))
     with pytest.raises(TypeError, match="boolean"):
-        rpt.tiled_attention(torch.ones(3, 4), torch.ones(3, 4), torch.ones(3, 4), mask=torch.ones(3, 3))
+        rpt.tiled_attention(
+            torch.ones(3, 4), torch.ones(3, 4), torch.ones(3, 4), mask=torch.ones(3, 3)
+        )
     with pytest.raises(ValueError, match=r"\(4, 3\)"):
         rnp.tiled_attention(q, q, q, mask=np.ones((4, 3), dtype=bool))
     with pytest.raises(ValueError, match="n_k"):
@@ -196,11 +242,17 @@ def test_half_precision_products_stay_close_at_ordinary_logits(device, dtype):
     q, k, v = (_randn((2, 4, 33, 16), dtype, device, seed=i) for i in range(3))
     got = rpt.tiled_attention(q, k, v, block_size=8, half_products=True)
     assert got.dtype == dtype
-    torch.testing.assert_close(got.float(), _reference_sdpa(q, k, v, None).float(), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(
+        got.float(), _reference_sdpa(q, k, v, None).float(), rtol=2e-2, atol=2e-2
+    )
 
 
 def test_mixed_dtypes_are_refused_by_name():
     with pytest.raises(TypeError, match="keys float64"):
-        rpt.tiled_attention(torch.ones(2, 4), torch.ones(3, 4, dtype=torch.float64), torch.ones(3, 4))
+        rpt.tiled_attention(
+            torch.ones(2, 4), torch.ones(3, 4, dtype=torch.float64), torch.ones(3, 4)
+        )
     with pytest.raises(TypeError, match="lse_a"):
-        rpt.merge_attention(torch.ones(3, 4), torch.ones(3, dtype=torch.float64), torch.ones(3, 4), torch.ones(3))
+        rpt.merge_attention(
+            torch.ones(3, 4), torch.ones(3, dtype=torch.float64), torch.ones(3, 4), torch.ones(3)
+        )

@@ -19,21 +19,34 @@ from .tolerances import TOLERANCES
 def test_matches_linear_relu_linear_and_conv1d(device, dtype, shape):
     torch.manual_seed(0)
     d_model, d_ff = 16, 64
-    linear = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model)).to(device, dtype)
-    conv1, conv2 = nn.Conv1d(d_model, d_ff, 1).to(device, dtype), nn.Conv1d(d_ff, d_model, 1).to(device, dtype)
+    linear = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model)).to(
+        device, dtype
+    )
+    conv1, conv2 = (
+        nn.Conv1d(d_model, d_ff, 1).to(device, dtype),
+        nn.Conv1d(d_ff, d_model, 1).to(device, dtype),
+    )
     x = torch.randn(shape, dtype=dtype, device=device)
     params = rpt.ffn_params_from_torch(linear[0], linear[2])
     got = rpt.position_wise_ffn(x, params)
     assert got.dtype == dtype and got.device.type == device.type
     torch.testing.assert_close(got, linear(x), **TOLERANCES[dtype])
-    np.testing.assert_allclose(rnp.position_wise_ffn(x.cpu().numpy(), {k: v.cpu().numpy() for k, v in params.items()}),
-                               linear(x).detach().cpu().numpy(), **TOLERANCES[dtype])
+    np.testing.assert_allclose(
+        rnp.position_wise_ffn(x.cpu().numpy(), {k: v.cpu().numpy() for k, v in params.items()}),
+        linear(x).detach().cpu().numpy(),
+        **TOLERANCES[dtype],
+    )
     # Conv1d wants (batch, channels, length): positions along the last axis
     seq = x.reshape(-1, shape[-2], d_model)
-    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # CUDA's default TF32 convolutions round to ~1e-3
+    with torch.backends.cudnn.flags(
+        enabled=True, allow_tf32=False
+    ):  # CUDA's default TF32 convolutions round to ~1e-3
         conv_out = conv2(torch.relu(conv1(seq.transpose(1, 2)))).transpose(1, 2)
-    torch.testing.assert_close(rpt.position_wise_ffn(seq, rpt.ffn_params_from_torch(conv1, conv2)), conv_out,
-                               **TOLERANCES[dtype])
+    torch.testing.assert_close(
+        rpt.position_wise_ffn(seq, rpt.ffn_params_from_torch(conv1, conv2)),
+        conv_out,
+        **TOLERANCES[dtype],
+    )
 
 
 def test_each_position_separately_and_identically(device):
@@ -41,7 +54,9 @@ def test_each_position_separately_and_identically(device):
     x = torch.randn(3, 10, 8, device=device)
     whole = rpt.position_wise_ffn(x, params)
     for pos in (0, 4, 9):  # one position alone gives what it gave inside the sequence
-        torch.testing.assert_close(rpt.position_wise_ffn(x[:, pos:pos + 1], params), whole[:, pos:pos + 1])
+        torch.testing.assert_close(
+            rpt.position_wise_ffn(x[:, pos : pos + 1], params), whole[:, pos : pos + 1]
+        )
     perm = torch.randperm(10, generator=torch.Generator().manual_seed(2)).to(device)
     torch.testing.assert_close(rpt.position_wise_ffn(x[:, perm], params), whole[:, perm])
 
@@ -51,8 +66,9 @@ def test_parameter_count_matches_pytorch(d_model, d_ff):
     ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
     assert rnp.ffn_parameter_count(d_model, d_ff) == sum(p.numel() for p in ffn.parameters())
     assert rpt.ffn_parameter_count(d_model, d_ff) == rnp.ffn_parameter_count(d_model, d_ff)
-    assert {k: v.shape for k, v in rnp.init_ffn_params(6, 10, np.random.default_rng(0)).items()} == {
-        "w_1": (6, 10), "b_1": (10,), "w_2": (10, 6), "b_2": (6,)}
+    assert {
+        k: v.shape for k, v in rnp.init_ffn_params(6, 10, np.random.default_rng(0)).items()
+    } == {"w_1": (6, 10), "b_1": (10,), "w_2": (10, 6), "b_2": (6,)}
 
 
 def test_bad_inputs_say_what_is_wrong():
@@ -69,7 +85,9 @@ def test_bad_inputs_say_what_is_wrong():
         rpt.ffn_params_from_torch(nn.ReLU(), nn.Linear(16, 8))
 
 
-@pytest.mark.parametrize("d_model,num_heads,d_ff", [(512, 8, 2048), (768, 12, 3072), (1024, 16, 4096), (12, 3, 20)])
+@pytest.mark.parametrize(
+    "d_model,num_heads,d_ff", [(512, 8, 2048), (768, 12, 3072), (1024, 16, 4096), (12, 3, 20)]
+)
 def test_layer_parameter_counts_match_pytorch_layers(d_model, num_heads, d_ff):
     encoder = nn.TransformerEncoderLayer(d_model, num_heads, d_ff)
     decoder = nn.TransformerDecoderLayer(d_model, num_heads, d_ff)
@@ -78,7 +96,9 @@ def test_layer_parameter_counts_match_pytorch_layers(d_model, num_heads, d_ff):
         assert parts == rpt.layer_parameter_counts(d_model, num_heads, d_ff, decoder=is_decoder)
         assert set(parts) == {"attention", "ffn", "norms"}
         assert sum(parts.values()) == sum(p.numel() for p in layer.parameters())
-        assert parts["ffn"] == sum(p.numel() for m in (layer.linear1, layer.linear2) for p in m.parameters())
+        assert parts["ffn"] == sum(
+            p.numel() for m in (layer.linear1, layer.linear2) for p in m.parameters()
+        )
         norms = [m for m in layer.modules() if isinstance(m, nn.LayerNorm)]
         assert parts["norms"] == sum(p.numel() for m in norms for p in m.parameters())
     # the paper's base encoder layer: the FFN holds two thirds of it, a decoder layer's half

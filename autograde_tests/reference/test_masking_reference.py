@@ -18,10 +18,14 @@ def test_causal_mask_matches_is_causal(device, n_q, n_k):
     assert mask.dtype == torch.bool and mask.device.type == device.type
     np.testing.assert_array_equal(rnp.causal_mask(n_q, n_k), mask.cpu().numpy())
     q, k, v = (torch.randn(2, n, 4, device=device) for n in (n_q, n_k, n_k))
-    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-                               F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    torch.testing.assert_close(rpt.scaled_dot_product_attention(q, k, v, mask),
-                               F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    torch.testing.assert_close(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+        F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    )
+    torch.testing.assert_close(
+        rpt.scaled_dot_product_attention(q, k, v, mask),
+        F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    )
 
 
 def test_padding_mask_shapes_and_broadcasting(device):
@@ -46,11 +50,15 @@ def test_key_padding_mask_is_the_opposite_convention(device):
     x = torch.randn(3, 5, 8, device=device)
     lengths = torch.tensor([5, 2, 4], device=device)
     ours = rpt.padding_mask(lengths, 5)
-    _, weights = mha(x, x, x, key_padding_mask=rpt.to_key_padding_mask(ours), average_attn_weights=False)
+    _, weights = mha(
+        x, x, x, key_padding_mask=rpt.to_key_padding_mask(ours), average_attn_weights=False
+    )
     # nn.MultiheadAttention gives padded keys zero weight exactly where our mask says False
     assert (weights.masked_select(~ours[:, None].expand_as(weights)) == 0).all()
     assert (weights.masked_select(ours[:, None].expand_as(weights)) > 0).all()
-    np.testing.assert_array_equal(rnp.to_key_padding_mask(ours.cpu().numpy()), ~ours[:, 0].cpu().numpy())
+    np.testing.assert_array_equal(
+        rnp.to_key_padding_mask(ours.cpu().numpy()), ~ours[:, 0].cpu().numpy()
+    )
 
 
 def test_masked_softmax_fully_masked_rows_and_huge_scores(device):
@@ -58,7 +66,9 @@ def test_masked_softmax_fully_masked_rows_and_huge_scores(device):
     mask = torch.tensor([[True, True, False], [False, False, False]], device=device)
     got = rpt.masked_softmax(scores, mask)
     torch.testing.assert_close(got, torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]], device=device))
-    np.testing.assert_allclose(rnp.masked_softmax(scores.cpu().numpy(), mask.cpu().numpy()), got.cpu().numpy())
+    np.testing.assert_allclose(
+        rnp.masked_softmax(scores.cpu().numpy(), mask.cpu().numpy()), got.cpu().numpy()
+    )
 
 
 def test_masks_refuse_bad_input():

@@ -19,7 +19,11 @@ from .tolerances import TOLERANCES
 def _mha(embed_dim, num_heads, device, dtype=torch.float32, seed=0, **kwargs):
     """An nn.MultiheadAttention with non-zero biases, so that copying them is tested too."""
     torch.manual_seed(seed)
-    mha = nn.MultiheadAttention(embed_dim, num_heads, batch_first=True, **kwargs).to(device, dtype).eval()
+    mha = (
+        nn.MultiheadAttention(embed_dim, num_heads, batch_first=True, **kwargs)
+        .to(device, dtype)
+        .eval()
+    )
     with torch.no_grad():
         for name, p in mha.named_parameters():
             if "bias" in name:
@@ -32,7 +36,7 @@ def test_split_heads_takes_contiguous_column_blocks(device):
     heads = rpt.split_heads(x, 4)
     assert heads.shape == (2, 4, 3, 3)
     for i in range(4):  # head i = columns 3i .. 3i+2, the paper's W_i^Q block of W^Q
-        torch.testing.assert_close(heads[:, i], x[..., 3 * i:3 * i + 3])
+        torch.testing.assert_close(heads[:, i], x[..., 3 * i : 3 * i + 3])
     torch.testing.assert_close(rpt.merge_heads(heads), x)
     np.testing.assert_array_equal(rnp.split_heads(x.cpu().numpy(), 4), heads.cpu().numpy())
     np.testing.assert_array_equal(rnp.merge_heads(heads.cpu().numpy()), x.cpu().numpy())
@@ -41,14 +45,27 @@ def test_split_heads_takes_contiguous_column_blocks(device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-@pytest.mark.parametrize("n_q,n_k,mask_kind", [
-    (6, 6, None), (6, 6, "causal"), (5, 9, "padding"), (7, 7, "causal+padding"), (1, 4, None), (4, 1, None)])
+@pytest.mark.parametrize(
+    "n_q,n_k,mask_kind",
+    [
+        (6, 6, None),
+        (6, 6, "causal"),
+        (5, 9, "padding"),
+        (7, 7, "causal+padding"),
+        (1, 4, None),
+        (4, 1, None),
+    ],
+)
 def test_matches_nn_multihead_attention(device, dtype, n_q, n_k, mask_kind):
     d_model, h, batch = 32, 4, 3
     mha = _mha(d_model, h, device, dtype)
     gen = torch.Generator().manual_seed(n_q * 10 + n_k)
     query = torch.randn(batch, n_q, d_model, generator=gen, dtype=dtype).to(device)
-    memory = query if n_q == n_k else torch.randn(batch, n_k, d_model, generator=gen, dtype=dtype).to(device)
+    memory = (
+        query
+        if n_q == n_k
+        else torch.randn(batch, n_k, d_model, generator=gen, dtype=dtype).to(device)
+    )
     ours, torch_kwargs = None, {}
     if mask_kind and "causal" in mask_kind:
         ours = rpt.causal_mask(n_q, n_k, device=device)
@@ -58,14 +75,21 @@ def test_matches_nn_multihead_attention(device, dtype, n_q, n_k, mask_kind):
         ours = pad if ours is None else ours & pad
         torch_kwargs["key_padding_mask"] = rpt.to_key_padding_mask(pad)
     want, want_weights = mha(query, memory, memory, average_attn_weights=False, **torch_kwargs)
-    got, weights = rpt.multi_head_attention(query, memory, memory, rpt.params_from_torch(mha), h,
-                                            mask=ours, return_weights=True)
+    got, weights = rpt.multi_head_attention(
+        query, memory, memory, rpt.params_from_torch(mha), h, mask=ours, return_weights=True
+    )
     assert got.dtype == dtype and got.device.type == device.type
     torch.testing.assert_close(got, want, **TOLERANCES[dtype])
     torch.testing.assert_close(weights, want_weights, **TOLERANCES[dtype])
     np_params = {k: v.cpu().numpy() for k, v in rpt.params_from_torch(mha).items()}
-    np_got = rnp.multi_head_attention(query.cpu().numpy(), memory.cpu().numpy(), memory.cpu().numpy(),
-                                      np_params, h, mask=None if ours is None else ours.cpu().numpy())
+    np_got = rnp.multi_head_attention(
+        query.cpu().numpy(),
+        memory.cpu().numpy(),
+        memory.cpu().numpy(),
+        np_params,
+        h,
+        mask=None if ours is None else ours.cpu().numpy(),
+    )
     np.testing.assert_allclose(np_got, want.detach().cpu().numpy(), **TOLERANCES[dtype])
 
 
@@ -75,8 +99,14 @@ def test_separate_key_value_widths_and_no_bias(device):
     params = rpt.params_from_torch(mha)
     assert set(params) == {"w_q", "w_k", "w_v", "w_o"}
     assert params["w_k"].shape == (10, 16) and params["w_v"].shape == (6, 16)
-    q, k, v = torch.randn(2, 5, 16, device=device), torch.randn(2, 3, 10, device=device), torch.randn(2, 3, 6, device=device)
-    with pytest.raises(ValueError, match="d_model"):  # query width differs from the keys': cross widths checked
+    q, k, v = (
+        torch.randn(2, 5, 16, device=device),
+        torch.randn(2, 3, 10, device=device),
+        torch.randn(2, 3, 6, device=device),
+    )
+    with pytest.raises(
+        ValueError, match="d_model"
+    ):  # query width differs from the keys': cross widths checked
         rpt.multi_head_attention(k, k, v, params, 2)
     torch.testing.assert_close(rpt.multi_head_attention(q, k, v, params, 2), mha(q, k, v)[0])
 
@@ -88,7 +118,9 @@ def test_half_precision_follows_float32(device, dtype):
     params = rpt.params_from_torch(mha)
     want = rpt.multi_head_attention(x, x, x, params, 4, mask=rpt.causal_mask(6, device=device))
     half = {k: v.to(dtype) for k, v in params.items()}
-    got = rpt.multi_head_attention(x.to(dtype), x.to(dtype), x.to(dtype), half, 4, mask=rpt.causal_mask(6, device=device))
+    got = rpt.multi_head_attention(
+        x.to(dtype), x.to(dtype), x.to(dtype), half, 4, mask=rpt.causal_mask(6, device=device)
+    )
     assert got.dtype == dtype and torch.isfinite(got).all()
     torch.testing.assert_close(got.float(), want, rtol=5e-2, atol=5e-2)
 
@@ -108,9 +140,11 @@ def test_fully_masked_query_gives_the_output_bias():
 def test_parameter_count_matches_nn_multihead_attention(d_model, h):
     for bias in (True, False):
         mha = nn.MultiheadAttention(d_model, h, bias=bias)
-        assert rnp.parameter_count(d_model, h, bias=bias) == sum(p.numel() for p in mha.parameters())
+        assert rnp.parameter_count(d_model, h, bias=bias) == sum(
+            p.numel() for p in mha.parameters()
+        )
     # d_k = d_v = d_model / h: the count does not depend on h (4 d_model^2 weights)
-    assert rnp.parameter_count(d_model, h, bias=False) == 4 * d_model ** 2
+    assert rnp.parameter_count(d_model, h, bias=False) == 4 * d_model**2
 
 
 @pytest.mark.parametrize("n_q,n_k,d_model,h", [(10, 7, 64, 8), (16, 16, 64, 1), (5, 12, 48, 3)])
@@ -119,7 +153,9 @@ def test_multiply_adds_match_the_flop_counter(n_q, n_k, d_model, h):
     query, memory = torch.randn(1, n_q, d_model), torch.randn(1, n_k, d_model)
     with FlopCounterMode(display=False) as counter:
         rpt.multi_head_attention(query, memory, memory, params, h)
-    assert counter.get_total_flops() == 2 * rnp.multiply_adds(n_q, n_k, d_model, h)  # a multiply-add = 2 FLOPs
+    assert counter.get_total_flops() == 2 * rnp.multiply_adds(
+        n_q, n_k, d_model, h
+    )  # a multiply-add = 2 FLOPs
     assert len({rnp.multiply_adds(n_q, n_k, d_model, heads) for heads in (1, 2, 4, 8, 16)}) == 1
     # Lesson 4 grades count_multiply_adds with the course's own counter (no seconds-long start):
     # it must see exactly what PyTorch's FLOP counter sees.

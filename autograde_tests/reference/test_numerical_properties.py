@@ -22,8 +22,12 @@ import attention_ref.pt as rpt
 
 from .tolerances import TOLERANCES
 
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 
 
@@ -33,11 +37,17 @@ def problems(draw, masks: bool = True):
     batch = tuple(draw(st.lists(st.integers(0, 3), max_size=2)))
     n_q, n_k = draw(st.integers(1, 6)), draw(st.integers(0, 6))
     d_k, d_v = draw(st.integers(1, 8)), draw(st.integers(1, 8))
-    return dict(batch=batch, n_q=n_q, n_k=n_k, d_k=d_k, d_v=d_v,
-                dtype=draw(st.sampled_from(DTYPES)),
-                scale=draw(st.sampled_from([1.0, 30.0, 1e4])),  # how large the logits get
-                seed=draw(st.integers(0, 2**16)),
-                mask=draw(st.sampled_from(["none", "random", "rows", "causal"] if masks else ["none"])))
+    return dict(
+        batch=batch,
+        n_q=n_q,
+        n_k=n_k,
+        d_k=d_k,
+        d_v=d_v,
+        dtype=draw(st.sampled_from(DTYPES)),
+        scale=draw(st.sampled_from([1.0, 30.0, 1e4])),  # how large the logits get
+        seed=draw(st.integers(0, 2**16)),
+        mask=draw(st.sampled_from(["none", "random", "rows", "causal"] if masks else ["none"])),
+    )
 
 
 def _inputs(p, device):
@@ -63,10 +73,13 @@ def _inputs(p, device):
 
 def _truth(q, k, v, mask):
     """F.scaled_dot_product_attention in float64 on the same (rounded) inputs; a query whose keys
-    are all masked gets zeros (the course's convention; the built-in gives NaN there on some paths)."""
+    are all masked gets zeros (the course's convention; the built-in gives NaN there on some
+    paths)."""
     q, k, v = (t.double() for t in (q, k, v))
     if mask is not None:
-        mask = mask.expand(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2]))
+        mask = mask.expand(
+            torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
+        )
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     if mask is not None:
         out = torch.where(mask.any(-1, keepdim=True), out, torch.zeros_like(out))
@@ -91,9 +104,13 @@ def test_attention_is_finite_and_matches_the_builtin(device, p):
     assert out.shape == torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (p["n_q"], p["d_v"])
     assert torch.isfinite(out).all() and torch.isfinite(weights).all(), p
     torch.testing.assert_close(out, _truth(q, k, v, mask).to(p["dtype"]), **TOLERANCES[p["dtype"]])
-    torch.testing.assert_close(weights, _weights_truth(q, k, mask).to(p["dtype"]), **TOLERANCES[p["dtype"]])
+    torch.testing.assert_close(
+        weights, _weights_truth(q, k, mask).to(p["dtype"]), **TOLERANCES[p["dtype"]]
+    )
     sums = weights.double().sum(-1)
-    attended = torch.ones_like(sums, dtype=torch.bool) if mask is None else mask.any(-1).expand(sums.shape)
+    attended = (
+        torch.ones_like(sums, dtype=torch.bool) if mask is None else mask.any(-1).expand(sums.shape)
+    )
     attended = attended & (p["n_k"] > 0)
     torch.testing.assert_close(sums, attended.double(), **TOLERANCES[p["dtype"]])
 
@@ -122,8 +139,12 @@ def test_soft_lookup_is_the_builtin_with_a_temperature(device, p, temperature):
 
 
 @SETTINGS
-@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), seed=st.integers(0, 2**16),
-       dtype=st.sampled_from(DTYPES), scale=st.sampled_from([1.0, 1e2, 1e4]))
+@given(
+    shape=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    seed=st.integers(0, 2**16),
+    dtype=st.sampled_from(DTYPES),
+    scale=st.sampled_from([1.0, 1e2, 1e4]),
+)
 def test_softmax_of_huge_logits(device, shape, seed, dtype, scale):
     gen = torch.Generator().manual_seed(seed)
     x = (scale * torch.randn(shape, generator=gen, dtype=torch.float64)).clamp(-1e4, 1e4)
@@ -132,7 +153,9 @@ def test_softmax_of_huge_logits(device, shape, seed, dtype, scale):
     for axis in range(-len(shape), 0):
         got = rpt.softmax(x, axis=axis)
         assert got.dtype == dtype and torch.isfinite(got).all()
-        torch.testing.assert_close(got, torch.softmax(x.double(), dim=axis).to(dtype), **TOLERANCES[dtype])
+        torch.testing.assert_close(
+            got, torch.softmax(x.double(), dim=axis).to(dtype), **TOLERANCES[dtype]
+        )
         if dtype in (torch.float64, torch.float32):
             np_got = rnp.softmax(x.cpu().numpy(), axis=axis)
             np.testing.assert_allclose(np_got, got.cpu().numpy(), **TOLERANCES[dtype])
@@ -157,18 +180,29 @@ def test_masked_softmax_never_gives_nan(device, p, mask_kind):
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
-@given(n_q=st.integers(1, 5), n_k=st.integers(1, 5), d_model=st.sampled_from([4, 8, 12]),
-       h=st.sampled_from([1, 2, 4]), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
+@given(
+    n_q=st.integers(1, 5),
+    n_k=st.integers(1, 5),
+    d_model=st.sampled_from([4, 8, 12]),
+    h=st.sampled_from([1, 2, 4]),
+    dtype=st.sampled_from(DTYPES),
+    seed=st.integers(0, 2**16),
+)
 def test_multi_head_attention_half_precision_and_single_tokens(n_q, n_k, d_model, h, dtype, seed):
     torch.manual_seed(seed)
     mha = torch.nn.MultiheadAttention(d_model, h, batch_first=True).double().eval()
-    x, y = torch.randn(2, n_q, d_model, dtype=torch.float64), torch.randn(2, n_k, d_model, dtype=torch.float64)
+    x, y = (
+        torch.randn(2, n_q, d_model, dtype=torch.float64),
+        torch.randn(2, n_k, d_model, dtype=torch.float64),
+    )
     want, _ = mha(x, y, y, need_weights=False)
     params = {name: p.to(dtype) for name, p in rpt.params_from_torch(mha).items()}
     got = rpt.multi_head_attention(x.to(dtype), y.to(dtype), y.to(dtype), params, h)
     assert got.dtype == dtype and torch.isfinite(got).all()
     tolerance = {k: 4 * v for k, v in TOLERANCES[dtype].items()}  # two projections more than SDPA
-    torch.testing.assert_close(got.double(), want, **{k: max(v, 1e-6) for k, v in tolerance.items()})
+    torch.testing.assert_close(
+        got.double(), want, **{k: max(v, 1e-6) for k, v in tolerance.items()}
+    )
 
 
 # ---------------------------------------------------------------- bad input
@@ -202,7 +236,10 @@ def test_shapes_that_do_not_fit_raise_value_errors_naming_them(case, backend):
     make = (lambda s: np.ones(s)) if backend == "np" else (lambda s: torch.ones(s))
     lib = rnp if backend == "np" else rpt
     q, k, v = (make(s) for s in shapes)
-    for call in (lambda: lib.scaled_dot_product_attention(q, k, v), lambda: lib.soft_lookup(q, k, v)):
+    for call in (
+        lambda: lib.scaled_dot_product_attention(q, k, v),
+        lambda: lib.soft_lookup(q, k, v),
+    ):
         with pytest.raises(ValueError) as error:
             call()
         message = str(error.value)
@@ -210,7 +247,9 @@ def test_shapes_that_do_not_fit_raise_value_errors_naming_them(case, backend):
         if how == "rank":
             assert _shape_text(shapes[0]) in message, message
         else:  # both inputs that disagree are named
-            assert len(named) >= 2, f"{how}: the message should name the shapes that do not fit: {message}"
+            assert len(named) >= 2, (
+                f"{how}: the message should name the shapes that do not fit: {message}"
+            )
 
 
 @SETTINGS

@@ -40,8 +40,9 @@ def test_softmax_matches_torch_softmax(device, dtype, shape, axis):
     want = torch.softmax(x.float() if half else x, dim=axis).to(dtype)
     torch.testing.assert_close(got, want, **TOLERANCES[dtype])
     if dtype in (torch.float32, torch.float64):
-        np.testing.assert_allclose(rnp.softmax(x.cpu().numpy(), axis=axis), got.cpu().numpy(),
-                                   **TOLERANCES[dtype])
+        np.testing.assert_allclose(
+            rnp.softmax(x.cpu().numpy(), axis=axis), got.cpu().numpy(), **TOLERANCES[dtype]
+        )
 
 
 @pytest.mark.parametrize("scale", [1e3, 1e4, -1e4])
@@ -72,8 +73,11 @@ def test_soft_lookup_matches_scaled_dot_product_attention(device, dtype, shapes,
     assert got.shape == want.shape and got.dtype == dtype and got.device == q.device
     torch.testing.assert_close(got, want, **TOLERANCES[dtype])
     if dtype in (torch.float32, torch.float64):
-        np.testing.assert_allclose(rnp.soft_lookup(*(t.cpu().numpy() for t in (q, k, v)), temperature),
-                                   want.cpu().numpy(), **TOLERANCES[dtype])
+        np.testing.assert_allclose(
+            rnp.soft_lookup(*(t.cpu().numpy() for t in (q, k, v)), temperature),
+            want.cpu().numpy(),
+            **TOLERANCES[dtype],
+        )
 
 
 @pytest.mark.parametrize("shapes", SHAPES_QK, ids=str)
@@ -82,10 +86,16 @@ def test_dot_scores_and_weighted_sum_match_einsum(device, shapes):
     scores = rpt.dot_scores(q, k)
     torch.testing.assert_close(scores, torch.einsum("...qd,...kd->...qk", q, k))
     weights = torch.softmax(scores, dim=-1)
-    torch.testing.assert_close(rpt.weighted_sum(weights, v), torch.einsum("...qk,...kd->...qd", weights, v))
-    np.testing.assert_allclose(rnp.dot_scores(q.cpu().numpy(), k.cpu().numpy()), scores.cpu().numpy())
-    np.testing.assert_allclose(rnp.weighted_sum(weights.cpu().numpy(), v.cpu().numpy()),
-                               rpt.weighted_sum(weights, v).cpu().numpy())
+    torch.testing.assert_close(
+        rpt.weighted_sum(weights, v), torch.einsum("...qk,...kd->...qd", weights, v)
+    )
+    np.testing.assert_allclose(
+        rnp.dot_scores(q.cpu().numpy(), k.cpu().numpy()), scores.cpu().numpy()
+    )
+    np.testing.assert_allclose(
+        rnp.weighted_sum(weights.cpu().numpy(), v.cpu().numpy()),
+        rpt.weighted_sum(weights, v).cpu().numpy(),
+    )
 
 
 @pytest.mark.parametrize("axis", [-1, 0, 1])
@@ -93,33 +103,56 @@ def test_normalize_weights_matches_l1_normalize(device, axis):
     s = _randn((3, 4, 5), torch.float64, device, seed=3).abs() + 0.01
     want = F.normalize(s, p=1, dim=axis)
     torch.testing.assert_close(rpt.normalize_weights(s, axis=axis), want)
-    np.testing.assert_allclose(rnp.normalize_weights(s.cpu().numpy(), axis=axis), want.cpu().numpy())
+    np.testing.assert_allclose(
+        rnp.normalize_weights(s.cpu().numpy(), axis=axis), want.cpu().numpy()
+    )
 
 
 def test_kernel_regression_is_attention_with_embedded_inputs(device):
-    """-(x - x_i)^2 / 2h^2 = (x x_i - x_i^2 / 2) / h^2 - x^2 / 2h^2, and the last term is the
-    same for every key, so Nadaraya-Watson is SDPA with q = (x, 1), k = (x_i, -x_i^2/2), scale 1/h^2."""
-    xq, xk, y = (_randn(s, torch.float64, device, seed=20 + i) for i, s in enumerate([(2, 7), (2, 5), (2, 5)]))
+    """-(x - x_i)^2 / 2h^2 = (x x_i - x_i^2 / 2) / h^2 - x^2 / 2h^2, and the last term is the same
+    for every key, so Nadaraya-Watson is SDPA with q = (x, 1), k = (x_i, -x_i^2/2), scale 1/h^2."""
+    xq, xk, y = (
+        _randn(s, torch.float64, device, seed=20 + i)
+        for i, s in enumerate([(2, 7), (2, 5), (2, 5)])
+    )
     h = 0.6
     q = torch.stack([xq, torch.ones_like(xq)], dim=-1)
-    k = torch.stack([xk, -xk**2 / 2], dim=-1)
+    k = torch.stack([xk, -(xk**2) / 2], dim=-1)
     want = F.scaled_dot_product_attention(q, k, y[..., None], scale=1 / h**2)[..., 0]
     torch.testing.assert_close(rpt.kernel_regression(xq, xk, y, bandwidth=h), want)
-    np.testing.assert_allclose(rnp.kernel_regression(*(t.cpu().numpy() for t in (xq, xk, y)), bandwidth=h),
-                               want.cpu().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(
+        rnp.kernel_regression(*(t.cpu().numpy() for t in (xq, xk, y)), bandwidth=h),
+        want.cpu().numpy(),
+        rtol=1e-10,
+    )
 
 
 @pytest.mark.parametrize("backend", ["np", "pt"])
 def test_bad_shapes_raise_value_errors_that_name_the_shapes(backend):
     lib, make = (rnp, np.ones) if backend == "np" else (rpt, lambda s: torch.ones(s))
     cases = [
-        (lambda: lib.dot_scores(make((2, 3, 4)), make((2, 5, 3))), ["d_k", "(2, 3, 4)", "(2, 5, 3)"]),
-        (lambda: lib.dot_scores(make((2, 3, 4)), make((3, 5, 4))), ["broadcast", "(2, 3, 4)", "(3, 5, 4)"]),
+        (
+            lambda: lib.dot_scores(make((2, 3, 4)), make((2, 5, 3))),
+            ["d_k", "(2, 3, 4)", "(2, 5, 3)"],
+        ),
+        (
+            lambda: lib.dot_scores(make((2, 3, 4)), make((3, 5, 4))),
+            ["broadcast", "(2, 3, 4)", "(3, 5, 4)"],
+        ),
         (lambda: lib.weighted_sum(make((3, 4)), make((5, 2))), ["n_k", "(3, 4)", "(5, 2)"]),
-        (lambda: lib.soft_lookup(make((3, 4)), make((5, 4)), make((6, 2))), ["n_k", "(5, 4)", "(6, 2)"]),
+        (
+            lambda: lib.soft_lookup(make((3, 4)), make((5, 4)), make((6, 2))),
+            ["n_k", "(5, 4)", "(6, 2)"],
+        ),
         (lambda: lib.dot_scores(make((4,)), make((5, 4))), ["queries", "(4,)"]),
-        (lambda: lib.soft_lookup(make((1, 4)), make((5, 4)), make((5, 2)), temperature=0.0), ["temperature"]),
-        (lambda: lib.kernel_regression(make((3,)), make((4,)), make((5,))), ["n_k", "(4,)", "(5,)"]),
+        (
+            lambda: lib.soft_lookup(make((1, 4)), make((5, 4)), make((5, 2)), temperature=0.0),
+            ["temperature"],
+        ),
+        (
+            lambda: lib.kernel_regression(make((3,)), make((4,)), make((5,))),
+            ["n_k", "(4,)", "(5,)"],
+        ),
         (lambda: lib.normalize_weights(-make((2, 2))), ["non-negative"]),
     ]
     for call, words in cases:
@@ -146,10 +179,11 @@ def test_numpy_and_torch_modules_export_the_same_names_and_signatures():
     shared = set(rnp.__all__)
     assert shared <= set(rpt.__all__)
     for name in shared:
+
         def described(fn):  # names, kinds and defaults; annotations may name each library's types
             return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
 
         np_params, pt_params = described(getattr(rnp, name)), described(getattr(rpt, name))
         assert pt_params[: len(np_params)] == np_params, name
-        extra = pt_params[len(np_params):]
+        extra = pt_params[len(np_params) :]
         assert all(kind is inspect.Parameter.KEYWORD_ONLY for _, kind, _ in extra), name

@@ -33,7 +33,9 @@ def _reference_sdpa(q, k, v, mask):
     """F.scaled_dot_product_attention, with its NaN for fully masked rows (on some backends)
     replaced by the zero output the course's convention asks for."""
     if mask is not None:  # spelled out in full: the built-in rejects some broadcastable masks
-        mask = mask.expand(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2]))
+        mask = mask.expand(
+            torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
+        )
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     if mask is not None:
         fully = ~mask.any(dim=-1, keepdim=True)
@@ -59,18 +61,26 @@ def test_sdpa_matches_torch(device, dtype, shapes):
         got = rpt.scaled_dot_product_attention(q, k, v, mask=mask)
         want = _reference_sdpa(q, k, v, mask)
         assert got.dtype == dtype and got.device == q.device, name
-        torch.testing.assert_close(got, want, **TOLERANCES[dtype], msg=lambda m: f"mask {name}: {m}")
+        torch.testing.assert_close(
+            got, want, **TOLERANCES[dtype], msg=lambda m: f"mask {name}: {m}"
+        )
         if dtype in (torch.float32, torch.float64):
             np_mask = None if mask is None else mask.cpu().numpy()
-            np_out = rnp.scaled_dot_product_attention(*(t.cpu().numpy() for t in (q, k, v)), mask=np_mask)
-            np.testing.assert_allclose(np_out, want.cpu().numpy(), **TOLERANCES[dtype], err_msg=name)
+            np_out = rnp.scaled_dot_product_attention(
+                *(t.cpu().numpy() for t in (q, k, v)), mask=np_mask
+            )
+            np.testing.assert_allclose(
+                np_out, want.cpu().numpy(), **TOLERANCES[dtype], err_msg=name
+            )
 
 
 def test_is_causal_equals_a_lower_triangular_mask(device):
     q, k, v = (_randn((2, 4, 6, 8), torch.float32, device, seed=i) for i in range(3))
     causal = torch.ones(6, 6, dtype=torch.bool, device=device).tril()
-    torch.testing.assert_close(rpt.scaled_dot_product_attention(q, k, v, mask=causal),
-                               F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    torch.testing.assert_close(
+        rpt.scaled_dot_product_attention(q, k, v, mask=causal),
+        F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    )
 
 
 def test_fully_masked_rows_give_zero_weights_and_output(device):

@@ -91,10 +91,13 @@ def mask_fits(mask, scores_shape: tuple, scores_layout: str = "(..., n_q, n_k)")
     """A boolean mask must broadcast to the attention scores (True = may attend)."""
     shape = tuple(mask.shape)
     fits = len(shape) <= len(scores_shape) and all(
-        m in (1, s) for m, s in zip(shape[::-1], tuple(scores_shape)[::-1]))
+        m in (1, s) for m, s in zip(shape[::-1], tuple(scores_shape)[::-1])
+    )
     if not fits:
-        raise ValueError(f"mask of shape {_fmt(shape)} does not broadcast to the attention "
-                         f"scores {scores_layout} = {_fmt(scores_shape)}")
+        raise ValueError(
+            f"mask of shape {_fmt(shape)} does not broadcast to the attention "
+            f"scores {scores_layout} = {_fmt(scores_shape)}"
+        )
 
 
 def additive_inputs(queries, keys, W_q, W_k, w_v) -> None:
@@ -138,8 +141,10 @@ def multi_head_inputs(query, key, value, params, num_heads: int) -> None:
     require_same_size("h * d_v", "w_v", params["w_v"], 1, "w_o", params["w_o"], 0)
     for w in ("w_q", "w_v"):
         if params[w].shape[1] % num_heads:
-            raise ValueError(f"{w} has {params[w].shape[1]} output columns, not a multiple of "
-                             f"num_heads = {num_heads}: every head needs the same width")
+            raise ValueError(
+                f"{w} has {params[w].shape[1]} output columns, not a multiple of "
+                f"num_heads = {num_heads}: every head needs the same width"
+            )
     broadcast_batch([("query", query), ("key", key), ("value", value)], core_dims=2)
 
 
@@ -149,18 +154,25 @@ def heads_input(x, num_heads: int) -> None:
         raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
     require_ndim("x", x, 2, "(..., n, h * d)")
     if x.shape[-1] % num_heads:
-        raise ValueError(f"x has shape {_fmt(x.shape)}: its last axis ({x.shape[-1]}) does not split "
-                         f"into num_heads = {num_heads} equal heads")
+        raise ValueError(
+            f"x has shape {_fmt(x.shape)}: its last axis ({x.shape[-1]}) does not split "
+            f"into num_heads = {num_heads} equal heads"
+        )
 
 
 def sequence_lengths(src_lengths, tgt_lengths) -> None:
     """transformer_masks: one source length and one target length per pair of the batch (1-D)."""
     for name, lengths in (("src_lengths", src_lengths), ("tgt_lengths", tgt_lengths)):
         if lengths.ndim != 1:
-            raise ValueError(f"{name} must be 1-D (one length per sequence), got shape {_fmt(lengths.shape)}")
+            raise ValueError(
+                f"{name} must be 1-D (one length per sequence), got shape {_fmt(lengths.shape)}"
+            )
     if src_lengths.shape[0] != tgt_lengths.shape[0]:
-        raise ValueError(f"a batch has one source and one target per pair: src_lengths has shape "
-                         f"{_fmt(src_lengths.shape)} but tgt_lengths has shape {_fmt(tgt_lengths.shape)}")
+        raise ValueError(
+            f"a batch has one source and one target per pair: src_lengths has shape "
+            f"{_fmt(src_lengths.shape)} but tgt_lengths has shape {_fmt(tgt_lengths.shape)}"
+        )
+
 
 def ffn_params(params) -> tuple[str, ...]:
     """The FFN's parameter names, after checking that ``params`` has them all."""
@@ -172,7 +184,8 @@ def ffn_params(params) -> tuple[str, ...]:
 
 
 def ffn_inputs(x, params) -> None:
-    """x ``(..., n, d_model)``, w_1 ``(d_model, d_ff)``, b_1 ``(d_ff,)``, w_2 ``(d_ff, d_model)``, b_2 ``(d_model,)``."""
+    """x ``(..., n, d_model)``, w_1 ``(d_model, d_ff)``, b_1 ``(d_ff,)``, w_2 ``(d_ff, d_model)``,
+    b_2 ``(d_model,)``."""
     require_ndim("x", x, 1, "(..., n, d_model)")
     require_ndim("w_1", params["w_1"], 2, "(d_model, d_ff)")
     require_ndim("w_2", params["w_2"], 2, "(d_ff, d_model)")
@@ -215,15 +228,19 @@ def layer_params(params, kind: str) -> None:
     needed = LAYER_PARTS[kind]
     missing = [name for name in needed if name not in params]
     if missing:
-        raise ValueError(f"params lacks {', '.join(missing)}: a{'n' if kind == 'encoder' else ''} "
-                         f"{kind} layer needs {', '.join(needed)}")
+        raise ValueError(
+            f"params lacks {', '.join(missing)}: a{'n' if kind == 'encoder' else ''} "
+            f"{kind} layer needs {', '.join(needed)}"
+        )
 
 
 def stack_layers(layers) -> list:
     """A stack's parameters: a sequence of layer dicts (one dict is one layer, not a stack)."""
     if hasattr(layers, "keys"):
-        raise ValueError("layers must be a list of layer parameter dicts, one per layer; "
-                         f"got one dict with keys {', '.join(map(str, layers.keys()))}")
+        raise ValueError(
+            "layers must be a list of layer parameter dicts, one per layer; "
+            f"got one dict with keys {', '.join(map(str, layers.keys()))}"
+        )
     return list(layers)
 
 
@@ -237,8 +254,8 @@ def block_size(value) -> None:
 
 
 def tiled_inputs(queries, keys, values, mask, block: int) -> tuple[int, ...]:
-    """queries ``(..., n_q, d_k)``, keys ``(..., n_k, d_k)``, values ``(..., n_k, d_v)``, a mask that
-    broadcasts to the scores ``(..., n_q, n_k)``; returns the broadcast batch shape."""
+    """queries ``(..., n_q, d_k)``, keys ``(..., n_k, d_k)``, values ``(..., n_k, d_v)``, a mask
+    that broadcasts to the scores ``(..., n_q, n_k)``; returns the broadcast batch shape."""
     block_size(block)
     scores_inputs(queries, keys)
     keys_values_inputs(keys, values)
@@ -253,9 +270,13 @@ def merge_inputs(out_a, lse_a, out_b, lse_b) -> None:
     shape, and their log-sum-exps ``(..., n_q)``."""
     require_ndim("out_a", out_a, 2, "(..., n_q, d_v)")
     if tuple(out_a.shape) != tuple(out_b.shape):
-        raise ValueError(f"out_a has shape {_fmt(out_a.shape)} but out_b has shape {_fmt(out_b.shape)}: "
-                         "partial results of the same queries must have the same shape")
+        raise ValueError(
+            f"out_a has shape {_fmt(out_a.shape)} but out_b has shape {_fmt(out_b.shape)}: "
+            "partial results of the same queries must have the same shape"
+        )
     for name, lse in (("lse_a", lse_a), ("lse_b", lse_b)):
         if tuple(lse.shape) != tuple(out_a.shape[:-1]):
-            raise ValueError(f"{name} must have shape (..., n_q) = {_fmt(out_a.shape[:-1])}, "
-                             f"got {_fmt(lse.shape)}")
+            raise ValueError(
+                f"{name} must have shape (..., n_q) = {_fmt(out_a.shape[:-1])}, "
+                f"got {_fmt(lse.shape)}"
+            )

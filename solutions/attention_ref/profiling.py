@@ -29,8 +29,11 @@ def peak_memory(fn, *args, **kwargs):
     """
     devices = _devices(args, kwargs)
     if "cuda" in devices:
-        device = next(x.device for x in (*args, *kwargs.values()) if isinstance(x, torch.Tensor)
-                      and x.device.type == "cuda")
+        device = next(
+            x.device
+            for x in (*args, *kwargs.values())
+            if isinstance(x, torch.Tensor) and x.device.type == "cuda"
+        )
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         before = torch.cuda.memory_allocated(device)
@@ -38,8 +41,10 @@ def peak_memory(fn, *args, **kwargs):
         torch.cuda.synchronize(device)
         return result, torch.cuda.max_memory_allocated(device) - before
     if devices:
-        raise ValueError(f"peak_memory traces NumPy arrays and CUDA tensors; got tensors on {sorted(devices)}: "
-                         "pass NumPy arrays (tensor.numpy()) to measure on the CPU")
+        raise ValueError(
+            f"peak_memory traces NumPy arrays and CUDA tensors; got tensors on {sorted(devices)}: "
+            "pass NumPy arrays (tensor.numpy()) to measure on the CPU"
+        )
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:
         tracemalloc.start()
@@ -83,7 +88,9 @@ class _MultiplyAdds(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         name = getattr(func, "__name__", "")
         if name in ("matmul", "__matmul__", "mm", "bmm") and isinstance(out, torch.Tensor):
-            self.count += out.numel() * args[0].shape[-1]  # each output number: one row times one column
+            self.count += (
+                out.numel() * args[0].shape[-1]
+            )  # each output number: one row times one column
         elif name == "__rmatmul__" and isinstance(out, torch.Tensor):
             self.count += out.numel() * args[1].shape[-1]
         elif name == "linear":
@@ -93,8 +100,8 @@ class _MultiplyAdds(TorchFunctionMode):
 
 
 def count_multiply_adds(fn, *args, **kwargs):
-    """Run ``fn(*args, **kwargs)``; return ``(result, multiply_adds)`` of the PyTorch matrix products
-    it ran (``@``, ``matmul``, ``mm``, ``bmm``, ``F.linear``; fused kernels such as
+    """Run ``fn(*args, **kwargs)``; return ``(result, multiply_adds)`` of the PyTorch matrix
+    products it ran (``@``, ``matmul``, ``mm``, ``bmm``, ``F.linear``; fused kernels such as
     ``F.scaled_dot_product_attention`` are not seen). Counted at the Python level as the products
     run, so it costs nothing to start (``torch.utils.flop_counter.FlopCounterMode`` counts the same
     products, as FLOPs = 2 x multiply-adds, but its first use takes seconds)."""

@@ -4,11 +4,11 @@ Every ``expect_*`` raises AssertionError with a message that names the property 
 (and, where one helps, a hint about why), so a learner reads the message, not the test code.
 NumPy only; torch tensors are accepted and moved to the CPU for comparison.
 
-The checks cannot be fooled by replacing what they rely on: each first verifies that the
-functions the tests use (``np.allclose``, ``np.testing.*``, ``torch.allclose``,
+The checks cannot be fooled by replacing what they rely on: each first verifies that the functions
+the tests use (``np.allclose``, ``np.testing.*``, ``torch.allclose``,
 ``torch.testing.assert_close``, builtins such as ``isinstance``, the reference library and these
-helpers themselves) are still the objects that were there when this module was imported, and
-fails with a message that says what was replaced. (While grading, coursekit.guard also puts the
+helpers themselves) are still the objects that were there when this module was imported, and fails
+with a message that says what was replaced. (While grading, coursekit.grading.guard also puts the
 originals back; this check is what protects a plain nbgrader run.)
 """
 
@@ -22,15 +22,70 @@ import numpy as np
 # ---- what the tests rely on, as it was when this module was imported ----------------------
 
 _WATCHED = {
-    "builtins": ("isinstance", "issubclass", "getattr", "hasattr", "len", "abs", "all", "any", "float",
-                 "int", "tuple", "type", "repr", "print", "range", "zip", "AssertionError", "Exception",
-                 "__import__", "super", "object"),
-    "numpy": ("allclose", "isclose", "isfinite", "isnan", "asarray", "array_equal", "abs", "argmax",
-              "argwhere", "where", "unravel_index", "shape", "errstate", "testing", "random"),
-    "numpy.testing": ("assert_allclose", "assert_array_equal", "assert_array_almost_equal", "assert_equal"),
+    "builtins": (
+        "isinstance",
+        "issubclass",
+        "getattr",
+        "hasattr",
+        "len",
+        "abs",
+        "all",
+        "any",
+        "float",
+        "int",
+        "tuple",
+        "type",
+        "repr",
+        "print",
+        "range",
+        "zip",
+        "AssertionError",
+        "Exception",
+        "__import__",
+        "super",
+        "object",
+    ),
+    "numpy": (
+        "allclose",
+        "isclose",
+        "isfinite",
+        "isnan",
+        "asarray",
+        "array_equal",
+        "abs",
+        "argmax",
+        "argwhere",
+        "where",
+        "unravel_index",
+        "shape",
+        "errstate",
+        "testing",
+        "random",
+    ),
+    "numpy.testing": (
+        "assert_allclose",
+        "assert_array_equal",
+        "assert_array_almost_equal",
+        "assert_equal",
+    ),
     "numpy.random": ("default_rng", "Generator", "normal", "rand", "randn", "seed"),
-    "torch": ("allclose", "isclose", "equal", "isfinite", "is_tensor", "Tensor", "from_numpy", "tensor",
-              "as_tensor", "randn", "rand", "manual_seed", "Generator", "testing", "softmax"),
+    "torch": (
+        "allclose",
+        "isclose",
+        "equal",
+        "isfinite",
+        "is_tensor",
+        "Tensor",
+        "from_numpy",
+        "tensor",
+        "as_tensor",
+        "randn",
+        "rand",
+        "manual_seed",
+        "Generator",
+        "testing",
+        "softmax",
+    ),
     "torch.testing": ("assert_close",),
     "torch.nn.functional": ("scaled_dot_product_attention", "softmax"),
     "types": ("FunctionType", "ModuleType", "CodeType", "MethodType"),
@@ -65,11 +120,15 @@ def library_wrapper(new, old) -> bool:
     """Whether ``new`` is the library's own wrapper around ``old`` (torch._dynamo wraps
     torch.manual_seed when it is first imported, say): its ``__wrapped__`` chain reaches ``old``
     and its code lives in the same package's files, not in a notebook. (The grader's guard,
-    coursekit/guard.py, makes the same judgement with this function.)"""
+    coursekit/grading/guard.py, makes the same judgement with this function.)"""
     root = (getattr(old, "__module__", None) or "").split(".")[0]
     package = getattr(sys.modules.get(root), "__file__", None)
     code = getattr(new, "__code__", None)
-    if not package or code is None or not code.co_filename.startswith(package.rsplit("/", 1)[0] + "/"):
+    if (
+        not package
+        or code is None
+        or not code.co_filename.startswith(package.rsplit("/", 1)[0] + "/")
+    ):
         return False
     for _ in range(8):
         new = getattr(new, "__wrapped__", None)
@@ -101,9 +160,12 @@ def _tampered() -> list[str]:
 def _require_untampered() -> None:
     changed = _tampered()
     if changed:
-        raise AssertionError("the tests cannot be trusted: " + "; ".join(changed[:4]) +
-                             ("; ..." if len(changed) > 4 else "") +
-                             ". Put the originals back (restart the kernel) and run the tests again.")
+        raise AssertionError(
+            "the tests cannot be trusted: "
+            + "; ".join(changed[:4])
+            + ("; ..." if len(changed) > 4 else "")
+            + ". Put the originals back (restart the kernel) and run the tests again."
+        )
 
 
 def to_numpy(x) -> np.ndarray:
@@ -139,8 +201,9 @@ def expect_shape(actual, shape: tuple, what: str, hint: str | None = None) -> No
         _fail(what, f"expected shape {tuple(shape)}, got {got}", hint)
 
 
-def expect_close(actual, expected, what: str, hint: str | None = None,
-                 rtol: float = 1e-6, atol: float = 1e-8) -> None:
+def expect_close(
+    actual, expected, what: str, hint: str | None = None, rtol: float = 1e-6, atol: float = 1e-8
+) -> None:
     """Same shape, no NaN/inf where none is expected, equal within tolerances."""
     _require_untampered()
     if actual is None:
@@ -150,14 +213,22 @@ def expect_close(actual, expected, what: str, hint: str | None = None,
     bad = ~np.isfinite(got) & np.isfinite(want)
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
-        _fail(what, f"got {_num(got[index])} at index {index} where {_num(want[index])} was expected "
-                    "(NaN or inf: an overflow?)", hint)
+        _fail(
+            what,
+            f"got {_num(got[index])} at index {index} where {_num(want[index])} was expected "
+            "(NaN or inf: an overflow?)",
+            hint,
+        )
     if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
         diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
         diff = np.where(np.isnan(diff), np.inf, diff)
         index = tuple(int(i) for i in np.unravel_index(np.argmax(diff), diff.shape))
-        _fail(what, f"values differ by up to {diff[index]:.3g}: at index {index} got "
-                    f"{_num(got[index])}, expected {_num(want[index])}", hint)
+        _fail(
+            what,
+            f"values differ by up to {diff[index]:.3g}: at index {index} got "
+            f"{_num(got[index])}, expected {_num(want[index])}",
+            hint,
+        )
 
 
 def expect_raises(error: type[BaseException], call, what: str, hint: str | None = None) -> None:
@@ -200,12 +271,16 @@ def expect_own_function(fn, name: str) -> None:
     """
     _require_untampered()
     if not isinstance(fn, types.FunctionType):
-        raise AssertionError(f"{name} should be a function defined with `def {name}(...)` in "
-                             f"this notebook, got {type(fn).__name__}")
+        raise AssertionError(
+            f"{name} should be a function defined with `def {name}(...)` in "
+            f"this notebook, got {type(fn).__name__}"
+        )
     if fn.__module__ != "__main__" or fn.__globals__.get("__name__") != "__main__":
         source = fn.__globals__.get("__name__", fn.__module__)
-        raise AssertionError(f"{name} comes from {source}, not from this notebook: write "
-                             f"it here (importing the answer earns no points)")
+        raise AssertionError(
+            f"{name} comes from {source}, not from this notebook: write "
+            f"it here (importing the answer earns no points)"
+        )
     seen, todo = set(), [fn]
     while todo:  # fn and the notebook's own functions it calls
         current = todo.pop()
@@ -214,18 +289,24 @@ def expect_own_function(fn, name: str) -> None:
         seen.add(current.__code__)
         names = _referenced_names(current.__code__)
         if name in names and any(n.startswith("attention_ref") for n in names):
-            raise AssertionError(f"{name} imports attention_ref and uses its {name}: write it yourself "
-                                 f"(calling the reference earns no points)")
+            raise AssertionError(
+                f"{name} imports attention_ref and uses its {name}: write it yourself "
+                f"(calling the reference earns no points)"
+            )
         for ref in names:
             target = current.__globals__.get(ref)
             module = _from_library(target)
             if module is not None:
                 if isinstance(target, types.ModuleType) and name in names:
-                    raise AssertionError(f"{name} calls {module}.{name}: write it yourself "
-                                         f"(calling the reference earns no points)")
+                    raise AssertionError(
+                        f"{name} calls {module}.{name}: write it yourself "
+                        f"(calling the reference earns no points)"
+                    )
                 if getattr(getattr(target, "func", target), "__name__", None) == name:
-                    raise AssertionError(f"{name} calls the reference {module}.{name}: write it yourself "
-                                         f"(calling the reference earns no points)")
+                    raise AssertionError(
+                        f"{name} calls the reference {module}.{name}: write it yourself "
+                        f"(calling the reference earns no points)"
+                    )
             elif isinstance(target, types.FunctionType) and target.__globals__ is fn.__globals__:
                 todo.append(target)
 

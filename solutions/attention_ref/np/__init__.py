@@ -5,46 +5,112 @@ Each lesson's functions live in their own module; add a lesson's exports in its 
 """
 
 # lesson 1 -- retrieval as attention
-from .retrieval import dot_scores, kernel_regression, normalize_weights, soft_lookup, softmax, weighted_sum
-
-# lesson 2 -- scaled dot-product attention (the mask of lesson 3 included)
-from .sdpa import attention_weights, scaled_dot_product_attention
 from .additive import additive_attention, additive_scores
+
+# lesson 9 -- efficient attention (its KV cache runs lesson 8's PyTorch model: attention_ref.pt
+# only)
+from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
+
+# lesson 6 -- the position-wise feed-forward network
+from .feedforward import (
+    ffn_parameter_count,
+    init_ffn_params,
+    layer_parameter_counts,
+    position_wise_ffn,
+)
 
 # lesson 3 -- masking
 from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask
 
 # lesson 4 -- multi-head attention
-from .multihead import (init_params, merge_heads, multi_head_attention, multiply_adds, parameter_count,
-                        split_heads)
-
-# lesson 5 -- the three uses of attention
-from .three_uses import (combine_masks, decoder_self_attention, encoder_decoder_attention, encoder_self_attention,
-                         transformer_masks)
-
-# lesson 6 -- the position-wise feed-forward network
-from .feedforward import ffn_parameter_count, init_ffn_params, layer_parameter_counts, position_wise_ffn
+from .multihead import (
+    init_params,
+    merge_heads,
+    multi_head_attention,
+    multiply_adds,
+    parameter_count,
+    split_heads,
+)
 
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
+from .retrieval import (
+    dot_scores,
+    kernel_regression,
+    normalize_weights,
+    soft_lookup,
+    softmax,
+    weighted_sum,
+)
+
+# lesson 2 -- scaled dot-product attention (the mask of lesson 3 included)
+from .sdpa import attention_weights, scaled_dot_product_attention
+
+# lesson 5 -- the three uses of attention
+from .three_uses import (
+    combine_masks,
+    decoder_self_attention,
+    encoder_decoder_attention,
+    encoder_self_attention,
+    transformer_masks,
+)
 
 # lesson 8 -- the Transformer assembled
-from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder_layer, init_decoder_layer_params,
-                          init_encoder_layer_params, layer_norm)
-
-# lesson 9 -- efficient attention (its KV cache runs lesson 8's PyTorch model: attention_ref.pt only)
-from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
+from .transformer import (
+    add_and_norm,
+    decoder,
+    decoder_layer,
+    encoder,
+    encoder_layer,
+    init_decoder_layer_params,
+    init_encoder_layer_params,
+    layer_norm,
+)
 
 __all__ = [
-    "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
-    "attention_weights", "scaled_dot_product_attention", "additive_attention", "additive_scores",
-    "causal_mask", "masked_softmax", "padding_mask", "to_key_padding_mask",
-    "init_params", "merge_heads", "multi_head_attention", "multiply_adds", "parameter_count", "split_heads",
-    "combine_masks", "decoder_self_attention", "encoder_decoder_attention", "encoder_self_attention",
+    "dot_scores",
+    "kernel_regression",
+    "normalize_weights",
+    "soft_lookup",
+    "softmax",
+    "weighted_sum",
+    "attention_weights",
+    "scaled_dot_product_attention",
+    "additive_attention",
+    "additive_scores",
+    "causal_mask",
+    "masked_softmax",
+    "padding_mask",
+    "to_key_padding_mask",
+    "init_params",
+    "merge_heads",
+    "multi_head_attention",
+    "multiply_adds",
+    "parameter_count",
+    "split_heads",
+    "combine_masks",
+    "decoder_self_attention",
+    "encoder_decoder_attention",
+    "encoder_self_attention",
     "transformer_masks",
-    "ffn_parameter_count", "init_ffn_params", "layer_parameter_counts", "position_wise_ffn",
-    "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
-    "add_and_norm", "decoder", "decoder_layer", "encoder", "encoder_layer", "init_decoder_layer_params",
-    "init_encoder_layer_params", "layer_norm",
-    "merge_attention", "online_softmax", "online_softmax_stats", "tiled_attention",
+    "ffn_parameter_count",
+    "init_ffn_params",
+    "layer_parameter_counts",
+    "position_wise_ffn",
+    "add_positional_encoding",
+    "frequencies",
+    "positional_encoding",
+    "shift_matrix",
+    "add_and_norm",
+    "decoder",
+    "decoder_layer",
+    "encoder",
+    "encoder_layer",
+    "init_decoder_layer_params",
+    "init_encoder_layer_params",
+    "layer_norm",
+    "merge_attention",
+    "online_softmax",
+    "online_softmax_stats",
+    "tiled_attention",
 ]

@@ -40,10 +40,12 @@ def online_softmax_stats(x, block_size: int = 1) -> tuple[np.ndarray, np.ndarray
     running_max = np.full(x.shape[:-1], -np.inf, dtype=x.dtype)
     running_sum = np.zeros(x.shape[:-1], dtype=x.dtype)
     for start in range(0, x.shape[-1], block_size):
-        block = x[..., start:start + block_size]
+        block = x[..., start : start + block_size]
         new_max = np.maximum(running_max, block.max(axis=-1))
         shift = _finite_or_zero(new_max)
-        running_sum = running_sum * np.exp(running_max - shift) + np.exp(block - shift[..., None]).sum(axis=-1)
+        running_sum = running_sum * np.exp(running_max - shift) + np.exp(
+            block - shift[..., None]
+        ).sum(axis=-1)
         running_max = new_max
     return running_max, running_sum
 
@@ -64,7 +66,9 @@ def _key_block(mask: np.ndarray, start: int, stop: int) -> np.ndarray:
     return mask if mask.ndim == 0 or mask.shape[-1] == 1 else mask[..., start:stop]
 
 
-def tiled_attention(queries, keys, values, mask=None, block_size: int = 64, return_lse: bool = False):
+def tiled_attention(
+    queries, keys, values, mask=None, block_size: int = 64, return_lse: bool = False
+):
     """Eq. (1) computed over blocks of ``block_size`` keys and values, never the whole score matrix.
 
     For each block: scores ``S = Q K_b^T / sqrt(d_k)`` (``n_q x block_size``), a new running
@@ -99,18 +103,26 @@ def tiled_attention(queries, keys, values, mask=None, block_size: int = 64, retu
         scores = queries @ np.swapaxes(keys[..., start:stop, :], -1, -2).astype(work, copy=False)
         scores *= scale
         if mask is not None:
-            scores = np.where(_key_block(mask, start, stop), scores, -np.inf).astype(work, copy=False)
+            scores = np.where(_key_block(mask, start, stop), scores, -np.inf).astype(
+                work, copy=False
+            )
         new_max = np.maximum(running_max, scores.max(axis=-1, keepdims=True))
         shift = _finite_or_zero(new_max)
-        alpha = np.exp(running_max - shift)  # 0 while nothing was seen; 1 if the maximum did not move
+        alpha = np.exp(
+            running_max - shift
+        )  # 0 while nothing was seen; 1 if the maximum did not move
         scores -= shift
-        np.exp(scores, out=scores)  # the block's unnormalized weights, in place: no second n_q x block array
+        np.exp(
+            scores, out=scores
+        )  # the block's unnormalized weights, in place: no second n_q x block array
         running_sum *= alpha
         running_sum += scores.sum(axis=-1, keepdims=True)
         acc *= alpha
         acc += scores @ values[..., start:stop, :].astype(work, copy=False)
         running_max = new_max
-    acc /= np.where(running_sum == 0, 1.0, running_sum)  # in place: the accumulator becomes the output
+    acc /= np.where(
+        running_sum == 0, 1.0, running_sum
+    )  # in place: the accumulator becomes the output
     out = acc.astype(dtype, copy=False)
     if not return_lse:
         return out

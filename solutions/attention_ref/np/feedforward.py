@@ -30,8 +30,12 @@ def init_ffn_params(d_model: int, d_ff: int, rng=None) -> dict:
         bound = 1.0 / np.sqrt(fan_in)
         return rng.uniform(-bound, bound, size=shape)
 
-    return {"w_1": uniform(d_model, (d_model, d_ff)), "b_1": uniform(d_model, (d_ff,)),
-            "w_2": uniform(d_ff, (d_ff, d_model)), "b_2": uniform(d_ff, (d_model,))}
+    return {
+        "w_1": uniform(d_model, (d_model, d_ff)),
+        "b_1": uniform(d_model, (d_ff,)),
+        "w_2": uniform(d_ff, (d_ff, d_model)),
+        "b_2": uniform(d_ff, (d_model,)),
+    }
 
 
 def position_wise_ffn(x, params: dict) -> np.ndarray:
@@ -49,19 +53,25 @@ def ffn_parameter_count(d_model: int, d_ff: int) -> int:
 
 
 def layer_parameter_counts(d_model: int, num_heads: int, d_ff: int, decoder: bool = False) -> dict:
-    """Parameters of one Transformer layer by part: ``{"attention": ..., "ffn": ..., "norms": ...}``.
+    """Parameters of one Transformer layer by part: ``{"attention": ..., "ffn": ..., "norms":
+    ...}``.
 
     An encoder layer has one multi-head self-attention, one FFN and two LayerNorms (a gain and a
     bias of d_model each); a decoder layer has two multi-head attentions (masked self-attention and
-    encoder-decoder attention), one FFN and three LayerNorms: what ``nn.TransformerEncoderLayer`` and
-    ``nn.TransformerDecoderLayer`` hold. At 512 / 8 heads / 2048 the FFN is 2/3 of an encoder layer.
+    encoder-decoder attention), one FFN and three LayerNorms: what ``nn.TransformerEncoderLayer``
+    and ``nn.TransformerDecoderLayer`` hold. At 512 / 8 heads / 2048 the FFN is 2/3 of an encoder
+    layer.
     """
     _checks.require_positive("d_model", d_model)
     _checks.require_positive("num_heads", num_heads)
     _checks.require_positive("d_ff", d_ff)
     if d_model % num_heads:
-        raise ValueError(f"d_model = {d_model} does not split into num_heads = {num_heads} equal heads")
+        raise ValueError(
+            f"d_model = {d_model} does not split into num_heads = {num_heads} equal heads"
+        )
     attentions, norms = (2, 3) if decoder else (1, 2)
-    return {"attention": attentions * parameter_count(d_model, num_heads),
-            "ffn": ffn_parameter_count(d_model, d_ff),
-            "norms": norms * 2 * d_model}
+    return {
+        "attention": attentions * parameter_count(d_model, num_heads),
+        "ffn": ffn_parameter_count(d_model, d_ff),
+        "norms": norms * 2 * d_model,
+    }

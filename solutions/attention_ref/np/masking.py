@@ -35,14 +35,17 @@ def padding_mask(lengths, n_k: int) -> np.ndarray:
     """
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
-        raise ValueError(f"lengths must be a 1-D array of integers, got shape {lengths.shape} {lengths.dtype}")
+        raise ValueError(
+            f"lengths must be a 1-D array of integers, got shape {lengths.shape} {lengths.dtype}"
+        )
     if np.any(lengths < 0) or np.any(lengths > n_k):
         raise ValueError(f"lengths must lie in [0, n_k = {n_k}], got {lengths.tolist()}")
     return (np.arange(n_k)[None, :] < lengths[:, None])[:, None, :]
 
 
 def to_key_padding_mask(mask) -> np.ndarray:
-    """nn.MultiheadAttention's ``key_padding_mask`` from a padding mask: ``(batch, n_k)``, True = IGNORE.
+    """nn.MultiheadAttention's ``key_padding_mask`` from a padding mask: ``(batch, n_k)``, True =
+    IGNORE.
 
     nn.MultiheadAttention's boolean masks mean the opposite of this course's (and of
     F.scaled_dot_product_attention's): True marks a key to *leave out*.
@@ -51,7 +54,9 @@ def to_key_padding_mask(mask) -> np.ndarray:
     if mask.ndim == 3 and mask.shape[1] == 1:
         mask = mask[:, 0, :]
     if mask.ndim != 2:
-        raise ValueError(f"expected a padding mask (batch, 1, n_k) or (batch, n_k), got shape {mask.shape}")
+        raise ValueError(
+            f"expected a padding mask (batch, 1, n_k) or (batch, n_k), got shape {mask.shape}"
+        )
     return ~mask
 
 

@@ -1,6 +1,7 @@
 """Lesson 4, Multi-head attention -- NumPy reference.
 
-    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
 
 Row-vector convention (the paper's x W): the h per-head projections W_i^Q (d_model, d_k) sit side
 by side in one matrix ``w_q = [W_1^Q | ... | W_h^Q]`` of shape (d_model, h * d_k), so one matmul
@@ -12,9 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
-from .retrieval import as_float_array
+from .retrieval import as_float_array, weighted_sum
 from .sdpa import attention_weights
-from .retrieval import weighted_sum
 
 
 def split_heads(x, num_heads: int) -> np.ndarray:
@@ -26,16 +26,24 @@ def split_heads(x, num_heads: int) -> np.ndarray:
 
 
 def merge_heads(x) -> np.ndarray:
-    """``(..., h, n, d)`` -> ``(..., n, h * d)``: Concat(head_1, ..., head_h), the inverse of split_heads."""
+    """``(..., h, n, d)`` -> ``(..., n, h * d)``: Concat(head_1, ..., head_h), the inverse of
+    split_heads."""
     x = as_float_array("x", x)
     _checks.require_ndim("x", x, 3, "(..., h, n, d)")
     *batch, h, n, d = x.shape
     return np.swapaxes(x, -2, -3).reshape(*batch, n, h * d)
 
 
-def init_params(d_model: int, num_heads: int, rng=None, d_k: int | None = None, d_v: int | None = None,
-                bias: bool = True) -> dict:
-    """Random parameters: ``w_q``, ``w_k`` (d_model, h d_k), ``w_v`` (d_model, h d_v), ``w_o`` (h d_v, d_model).
+def init_params(
+    d_model: int,
+    num_heads: int,
+    rng=None,
+    d_k: int | None = None,
+    d_v: int | None = None,
+    bias: bool = True,
+) -> dict:
+    """Random parameters: ``w_q``, ``w_k`` (d_model, h d_k), ``w_v`` (d_model, h d_v), ``w_o`` (h
+    d_v, d_model).
 
     d_k = d_v = d_model / h by default, as in the paper. Xavier-uniform weights and zero biases,
     like ``nn.MultiheadAttention``'s initialization.
@@ -51,11 +59,19 @@ def init_params(d_model: int, num_heads: int, rng=None, d_k: int | None = None, 
         bound = np.sqrt(6.0 / (fan_in + fan_out))
         return rng.uniform(-bound, bound, size=(fan_in, fan_out))
 
-    params = {"w_q": xavier(d_model, num_heads * d_k), "w_k": xavier(d_model, num_heads * d_k),
-              "w_v": xavier(d_model, num_heads * d_v), "w_o": xavier(num_heads * d_v, d_model)}
+    params = {
+        "w_q": xavier(d_model, num_heads * d_k),
+        "w_k": xavier(d_model, num_heads * d_k),
+        "w_v": xavier(d_model, num_heads * d_v),
+        "w_o": xavier(num_heads * d_v, d_model),
+    }
     if bias:
-        params |= {"b_q": np.zeros(num_heads * d_k), "b_k": np.zeros(num_heads * d_k),
-                   "b_v": np.zeros(num_heads * d_v), "b_o": np.zeros(d_model)}
+        params |= {
+            "b_q": np.zeros(num_heads * d_k),
+            "b_k": np.zeros(num_heads * d_k),
+            "b_v": np.zeros(num_heads * d_v),
+            "b_o": np.zeros(d_model),
+        }
     return params
 
 
@@ -65,19 +81,22 @@ def _project(x, params: dict, name: str):
     return out if bias is None else out + bias
 
 
-def multi_head_attention(query, key, value, params: dict, num_heads: int, mask=None,
-                         return_weights: bool = False):
+def multi_head_attention(
+    query, key, value, params: dict, num_heads: int, mask=None, return_weights: bool = False
+):
     """Multi-head attention: ``(..., n_q, d_model)`` -> ``(..., n_q, d_model)``.
 
     ``mask`` (True = may attend) broadcasts to ``(..., n_q, n_k)`` and is shared by every head
     (a head axis is inserted before its last two axes). With ``return_weights=True`` the result
     is ``(output, weights)``, weights ``(..., h, n_q, n_k)``: one attention matrix per head.
     """
-    query, key, value = (as_float_array(n, x) for n, x in (("query", query), ("key", key), ("value", value)))
+    query, key, value = (
+        as_float_array(n, x) for n, x in (("query", query), ("key", key), ("value", value))
+    )
     params = {name: as_float_array(name, p) for name, p in params.items() if p is not None}
     _checks.multi_head_inputs(query, key, value, params, num_heads)
     q = split_heads(_project(query, params, "q"), num_heads)  # (..., h, n_q, d_k)
-    k = split_heads(_project(key, params, "k"), num_heads)    # (..., h, n_k, d_k)
+    k = split_heads(_project(key, params, "k"), num_heads)  # (..., h, n_k, d_k)
     v = split_heads(_project(value, params, "v"), num_heads)  # (..., h, n_k, d_v)
     if mask is not None:
         mask = np.asarray(mask)
@@ -88,8 +107,9 @@ def multi_head_attention(query, key, value, params: dict, num_heads: int, mask=N
     return (output, weights) if return_weights else output
 
 
-def parameter_count(d_model: int, num_heads: int, d_k: int | None = None, d_v: int | None = None,
-                    bias: bool = True) -> int:
+def parameter_count(
+    d_model: int, num_heads: int, d_k: int | None = None, d_v: int | None = None, bias: bool = True
+) -> int:
     """Parameters of one multi-head attention: W^Q, W^K, W^V, W^O and their biases."""
     d_k = d_model // num_heads if d_k is None else d_k
     d_v = d_model // num_heads if d_v is None else d_v
@@ -98,10 +118,11 @@ def parameter_count(d_model: int, num_heads: int, d_k: int | None = None, d_v: i
 
 
 def multiply_adds(n_q: int, n_k: int, d_model: int, num_heads: int) -> int:
-    """Multiply-adds of multi-head attention with d_k = d_v = d_model / h (biases and softmax aside).
+    """Multiply-adds of multi-head attention with d_k = d_v = d_model / h (biases and softmax
+    aside).
 
-    Projections n_q d_model^2 + 2 n_k d_model^2, scores and weighted sum h * 2 n_q n_k d_k, and
-    W^O n_q d_model^2. h cancels out: h heads of width d_model / h cost what one full-width head costs.
+    Projections n_q d_model^2 + 2 n_k d_model^2, scores and weighted sum h * 2 n_q n_k d_k, and W^O
+    n_q d_model^2. h cancels out: h heads of width d_model / h cost what one full-width head costs.
     """
     d_k = d_model // num_heads
-    return (n_q + 2 * n_k) * d_model ** 2 + num_heads * 2 * n_q * n_k * d_k + n_q * d_model ** 2
+    return (n_q + 2 * n_k) * d_model**2 + num_heads * 2 * n_q * n_k * d_k + n_q * d_model**2

@@ -25,7 +25,9 @@ def _check_sizes(n_positions: int, d_model: int) -> None:
     if not isinstance(n_positions, (int, np.integer)) or n_positions < 0:
         raise ValueError(f"n_positions must be a non-negative integer, got {n_positions!r}")
     if not isinstance(d_model, (int, np.integer)) or d_model < 2 or d_model % 2:
-        raise ValueError(f"d_model must be a positive even integer (sin/cos pairs), got {d_model!r}")
+        raise ValueError(
+            f"d_model must be a positive even integer (sin/cos pairs), got {d_model!r}"
+        )
 
 
 def frequencies(d_model: int) -> np.ndarray:
@@ -47,8 +49,9 @@ def positional_encoding(n_positions: int, d_model: int) -> np.ndarray:
 def shift_matrix(k: float, d_model: int) -> np.ndarray:
     """``(d_model, d_model)`` matrix M_k with PE(pos + k) = PE(pos) @ M_k for every pos.
 
-    Block diagonal: the block of pair i is the rotation [[cos k w_i, -sin k w_i], [sin k w_i, cos k w_i]],
-    because sin(a + b) = sin a cos b + cos a sin b and cos(a + b) = cos a cos b - sin a sin b.
+    Block diagonal: the block of pair i is the rotation [[cos k w_i, -sin k w_i], [sin k w_i, cos k
+    w_i]], because sin(a + b) = sin a cos b + cos a sin b and cos(a + b) = cos a cos b - sin a sin
+    b.
     """
     angles = k * frequencies(d_model)
     m = np.zeros((d_model, d_model))

@@ -20,7 +20,8 @@ from .multihead import multi_head_attention
 
 
 def combine_masks(*masks):
-    """Logical AND of boolean masks that broadcast together (True = may attend); ``None`` is skipped.
+    """Logical AND of boolean masks that broadcast together (True = may attend); ``None`` is
+    skipped.
 
     Returns ``None`` when every mask is ``None`` (attend everywhere).
     """
@@ -33,23 +34,31 @@ def combine_masks(*masks):
     try:
         shape = np.broadcast_shapes(*(m.shape for m in present))
     except ValueError:
-        raise ValueError("masks do not broadcast together: shapes "
-                         + ", ".join(str(m.shape) for m in present)) from None
+        raise ValueError(
+            "masks do not broadcast together: shapes " + ", ".join(str(m.shape) for m in present)
+        ) from None
     out = np.ones(shape, dtype=bool)
     for m in present:
         out = out & m
     return out
 
 
-def encoder_self_attention(x, params: dict, num_heads: int, src_mask=None, return_weights: bool = False):
-    """Q = K = V = x, the encoder's sequence ``(..., n_src, d_model)``; ``src_mask`` hides padding keys."""
+def encoder_self_attention(
+    x, params: dict, num_heads: int, src_mask=None, return_weights: bool = False
+):
+    """Q = K = V = x, the encoder's sequence ``(..., n_src, d_model)``; ``src_mask`` hides padding
+    keys."""
     return multi_head_attention(x, x, x, params, num_heads, src_mask, return_weights)
 
 
-def decoder_self_attention(y, params: dict, num_heads: int, tgt_mask=None, return_weights: bool = False):
-    """Q = K = V = y, the decoder's sequence ``(..., n_tgt, d_model)``, with the causal mask always on.
+def decoder_self_attention(
+    y, params: dict, num_heads: int, tgt_mask=None, return_weights: bool = False
+):
+    """Q = K = V = y, the decoder's sequence ``(..., n_tgt, d_model)``, with the causal mask always
+    on.
 
-    ``tgt_mask`` (e.g. the target's padding mask) is combined with the causal mask, never replaces it.
+    ``tgt_mask`` (e.g. the target's padding mask) is combined with the causal mask, never replaces
+    it.
     """
     y = np.asarray(y)
     if y.ndim < 2:
@@ -58,8 +67,9 @@ def decoder_self_attention(y, params: dict, num_heads: int, tgt_mask=None, retur
     return multi_head_attention(y, y, y, params, num_heads, mask, return_weights)
 
 
-def encoder_decoder_attention(y, memory, params: dict, num_heads: int, memory_mask=None,
-                              return_weights: bool = False):
+def encoder_decoder_attention(
+    y, memory, params: dict, num_heads: int, memory_mask=None, return_weights: bool = False
+):
     """Queries from the decoder ``y`` ``(..., n_tgt, d_model)``; keys and values from the encoder's
     output ``memory`` ``(..., n_src, d_model)``. ``memory_mask`` hides the source's padding keys."""
     return multi_head_attention(y, memory, memory, params, num_heads, memory_mask, return_weights)
@@ -72,7 +82,8 @@ def transformer_masks(src_lengths, tgt_lengths, n_src: int, n_tgt: int):
     matrix (True = may attend), ready for the three functions above:
 
     * ``src_mask`` ``(batch, n_src, n_src)``: encoder self-attention, the source's padding hidden;
-    * ``tgt_mask`` ``(batch, n_tgt, n_tgt)``: decoder self-attention, causal AND the target's padding;
+    * ``tgt_mask`` ``(batch, n_tgt, n_tgt)``: decoder self-attention, causal AND the target's
+      padding;
     * ``memory_mask`` ``(batch, n_tgt, n_src)``: cross-attention, the *source's* padding hidden.
 
     Padding hides keys, never queries: a padding position's own row is computed (and ignored later).

@@ -68,8 +68,9 @@ def encoder_layer(x, params: dict, num_heads: int, src_mask=None, return_weights
     weights = {}
 
     def self_attention(x):
-        out, weights["self_attn"] = encoder_self_attention(x, params["self_attn"], num_heads, src_mask,
-                                                           return_weights=True)
+        out, weights["self_attn"] = encoder_self_attention(
+            x, params["self_attn"], num_heads, src_mask, return_weights=True
+        )
         return out
 
     x = add_and_norm(x, self_attention, params["norm_1"])
@@ -77,8 +78,15 @@ def encoder_layer(x, params: dict, num_heads: int, src_mask=None, return_weights
     return (x, weights) if return_weights else x
 
 
-def decoder_layer(y, memory, params: dict, num_heads: int, tgt_mask=None, memory_mask=None,
-                  return_weights: bool = False):
+def decoder_layer(
+    y,
+    memory,
+    params: dict,
+    num_heads: int,
+    tgt_mask=None,
+    memory_mask=None,
+    return_weights: bool = False,
+):
     """One decoder layer: masked self-attention, cross-attention over ``memory``, the FFN.
 
     ``y`` ``(..., n_tgt, d_model)``, ``memory`` ``(..., n_src, d_model)`` (the encoder's output)
@@ -91,13 +99,15 @@ def decoder_layer(y, memory, params: dict, num_heads: int, tgt_mask=None, memory
     weights = {}
 
     def self_attention(y):
-        out, weights["self_attn"] = decoder_self_attention(y, params["self_attn"], num_heads, tgt_mask,
-                                                           return_weights=True)
+        out, weights["self_attn"] = decoder_self_attention(
+            y, params["self_attn"], num_heads, tgt_mask, return_weights=True
+        )
         return out
 
     def cross_attention(y):
-        out, weights["cross_attn"] = encoder_decoder_attention(y, memory, params["cross_attn"], num_heads,
-                                                               memory_mask, return_weights=True)
+        out, weights["cross_attn"] = encoder_decoder_attention(
+            y, memory, params["cross_attn"], num_heads, memory_mask, return_weights=True
+        )
         return out
 
     y = add_and_norm(y, self_attention, params["norm_1"])
@@ -118,12 +128,16 @@ def encoder(x, layers, num_heads: int, src_mask=None, return_weights: bool = Fal
     return (x, all_weights) if return_weights else x
 
 
-def decoder(y, memory, layers, num_heads: int, tgt_mask=None, memory_mask=None,
-            return_weights: bool = False):
-    """The decoder stack: every layer attends to the same ``memory`` (the encoder's final output)."""
+def decoder(
+    y, memory, layers, num_heads: int, tgt_mask=None, memory_mask=None, return_weights: bool = False
+):
+    """The decoder stack: every layer attends to the same ``memory`` (the encoder's final
+    output)."""
     all_weights = []
     for params in _checks.stack_layers(layers):
-        y, weights = decoder_layer(y, memory, params, num_heads, tgt_mask, memory_mask, return_weights=True)
+        y, weights = decoder_layer(
+            y, memory, params, num_heads, tgt_mask, memory_mask, return_weights=True
+        )
         all_weights.append(weights)
     return (y, all_weights) if return_weights else y
 
@@ -136,13 +150,22 @@ def init_encoder_layer_params(d_model: int, num_heads: int, d_ff: int, rng=None)
     """Random encoder-layer parameters: PyTorch's initialization (Xavier attention, nn.Linear's
     uniform FFN, LayerNorm gamma = 1 and beta = 0)."""
     rng = np.random.default_rng() if rng is None else rng
-    return {"self_attn": init_params(d_model, num_heads, rng), "norm_1": _norm(d_model),
-            "ffn": init_ffn_params(d_model, d_ff, rng), "norm_2": _norm(d_model)}
+    return {
+        "self_attn": init_params(d_model, num_heads, rng),
+        "norm_1": _norm(d_model),
+        "ffn": init_ffn_params(d_model, d_ff, rng),
+        "norm_2": _norm(d_model),
+    }
 
 
 def init_decoder_layer_params(d_model: int, num_heads: int, d_ff: int, rng=None) -> dict:
     """Random decoder-layer parameters, initialized like ``init_encoder_layer_params``."""
     rng = np.random.default_rng() if rng is None else rng
-    return {"self_attn": init_params(d_model, num_heads, rng), "norm_1": _norm(d_model),
-            "cross_attn": init_params(d_model, num_heads, rng), "norm_2": _norm(d_model),
-            "ffn": init_ffn_params(d_model, d_ff, rng), "norm_3": _norm(d_model)}
+    return {
+        "self_attn": init_params(d_model, num_heads, rng),
+        "norm_1": _norm(d_model),
+        "cross_attn": init_params(d_model, num_heads, rng),
+        "norm_2": _norm(d_model),
+        "ffn": init_ffn_params(d_model, d_ff, rng),
+        "norm_3": _norm(d_model),
+    }

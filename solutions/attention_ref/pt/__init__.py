@@ -4,56 +4,127 @@
 Each lesson's functions live in their own module; add a lesson's exports in its own block.
 """
 
+from .additive import additive_attention, additive_scores
+from .decoding import cached_self_attention
 from .device import available_devices, pick_device
 
-# lesson 1 -- retrieval as attention
-from .retrieval import dot_scores, kernel_regression, normalize_weights, soft_lookup, softmax, weighted_sum
+# lesson 9 -- efficient attention; the KV cache (PyTorch only: CachedDecoder, greedy_decode_cached
+# and lesson 8's model are in attention_ref.pt.decoding and attention_ref.pt.model)
+from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
 
-# lesson 2 -- scaled dot-product attention (the mask of lesson 3 included)
-from .sdpa import attention_weights, scaled_dot_product_attention
-from .additive import additive_attention, additive_scores
+# lesson 6 -- the position-wise feed-forward network
+from .feedforward import (
+    ffn_parameter_count,
+    ffn_params_from_torch,
+    init_ffn_params,
+    layer_parameter_counts,
+    position_wise_ffn,
+)
 
 # lesson 3 -- masking
 from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask
 
 # lesson 4 -- multi-head attention
-from .multihead import (init_params, merge_heads, multi_head_attention, multiply_adds, parameter_count,
-                        split_heads, params_from_torch)
-
-# lesson 5 -- the three uses of attention
-from .three_uses import (combine_masks, decoder_self_attention, encoder_decoder_attention, encoder_self_attention,
-                         transformer_masks)
-
-# lesson 6 -- the position-wise feed-forward network
-from .feedforward import (ffn_parameter_count, ffn_params_from_torch, init_ffn_params, layer_parameter_counts,
-                          position_wise_ffn)
+from .multihead import (
+    init_params,
+    merge_heads,
+    multi_head_attention,
+    multiply_adds,
+    parameter_count,
+    params_from_torch,
+    split_heads,
+)
 
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
 
-# lesson 8 -- the Transformer assembled
-from .transformer import (add_and_norm, decoder, decoder_layer, encoder, encoder_layer, init_decoder_layer_params,
-                          init_encoder_layer_params, layer_norm,
-                          encoder_layer_params_from_torch, decoder_layer_params_from_torch)
+# lesson 1 -- retrieval as attention
+from .retrieval import (
+    dot_scores,
+    kernel_regression,
+    normalize_weights,
+    soft_lookup,
+    softmax,
+    weighted_sum,
+)
 
-# lesson 9 -- efficient attention; the KV cache (PyTorch only: CachedDecoder, greedy_decode_cached
-# and lesson 8's model are in attention_ref.pt.decoding and attention_ref.pt.model)
-from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
-from .decoding import cached_self_attention
+# lesson 2 -- scaled dot-product attention (the mask of lesson 3 included)
+from .sdpa import attention_weights, scaled_dot_product_attention
+
+# lesson 5 -- the three uses of attention
+from .three_uses import (
+    combine_masks,
+    decoder_self_attention,
+    encoder_decoder_attention,
+    encoder_self_attention,
+    transformer_masks,
+)
+
+# lesson 8 -- the Transformer assembled
+from .transformer import (
+    add_and_norm,
+    decoder,
+    decoder_layer,
+    decoder_layer_params_from_torch,
+    encoder,
+    encoder_layer,
+    encoder_layer_params_from_torch,
+    init_decoder_layer_params,
+    init_encoder_layer_params,
+    layer_norm,
+)
 
 __all__ = [
-    "available_devices", "pick_device",
-    "dot_scores", "kernel_regression", "normalize_weights", "soft_lookup", "softmax", "weighted_sum",
-    "attention_weights", "scaled_dot_product_attention", "additive_attention", "additive_scores",
-    "causal_mask", "masked_softmax", "padding_mask", "to_key_padding_mask",
-    "init_params", "merge_heads", "multi_head_attention", "multiply_adds", "parameter_count", "split_heads", "params_from_torch",
-    "combine_masks", "decoder_self_attention", "encoder_decoder_attention", "encoder_self_attention",
+    "available_devices",
+    "pick_device",
+    "dot_scores",
+    "kernel_regression",
+    "normalize_weights",
+    "soft_lookup",
+    "softmax",
+    "weighted_sum",
+    "attention_weights",
+    "scaled_dot_product_attention",
+    "additive_attention",
+    "additive_scores",
+    "causal_mask",
+    "masked_softmax",
+    "padding_mask",
+    "to_key_padding_mask",
+    "init_params",
+    "merge_heads",
+    "multi_head_attention",
+    "multiply_adds",
+    "parameter_count",
+    "split_heads",
+    "params_from_torch",
+    "combine_masks",
+    "decoder_self_attention",
+    "encoder_decoder_attention",
+    "encoder_self_attention",
     "transformer_masks",
-    "ffn_parameter_count", "init_ffn_params", "layer_parameter_counts", "position_wise_ffn",
+    "ffn_parameter_count",
+    "init_ffn_params",
+    "layer_parameter_counts",
+    "position_wise_ffn",
     "ffn_params_from_torch",
-    "add_positional_encoding", "frequencies", "positional_encoding", "shift_matrix",
-    "add_and_norm", "decoder", "decoder_layer", "encoder", "encoder_layer", "init_decoder_layer_params",
-    "init_encoder_layer_params", "layer_norm",
-    "encoder_layer_params_from_torch", "decoder_layer_params_from_torch",
-    "merge_attention", "online_softmax", "online_softmax_stats", "tiled_attention", "cached_self_attention",
+    "add_positional_encoding",
+    "frequencies",
+    "positional_encoding",
+    "shift_matrix",
+    "add_and_norm",
+    "decoder",
+    "decoder_layer",
+    "encoder",
+    "encoder_layer",
+    "init_decoder_layer_params",
+    "init_encoder_layer_params",
+    "layer_norm",
+    "encoder_layer_params_from_torch",
+    "decoder_layer_params_from_torch",
+    "merge_attention",
+    "online_softmax",
+    "online_softmax_stats",
+    "tiled_attention",
+    "cached_self_attention",
 ]

@@ -33,14 +33,14 @@ def cached_self_attention(x_new, params, num_heads: int, cache: dict) -> torch.T
     """The decoder's masked multi-head self-attention for the newest position(s), with a KV cache.
 
     ``x_new`` ``(batch, n_new, d_model)`` holds the sub-layer's input at the positions appended at
-    this step (usually one); ``params`` is the layer's ``self_attn`` dict (``w_q``, ``w_k``, ``w_v``,
-    ``w_o`` and optional biases); ``cache`` is a dict that this function owns: empty at the first
-    step, then ``cache["k"]``, ``cache["v"]`` ``(batch, h, t, d_k)`` hold the keys and values of all
-    ``t`` positions so far. The new positions' keys and values are appended (once), and their
+    this step (usually one); ``params`` is the layer's ``self_attn`` dict (``w_q``, ``w_k``,
+    ``w_v``, ``w_o`` and optional biases); ``cache`` is a dict that this function owns: empty at the
+    first step, then ``cache["k"]``, ``cache["v"]`` ``(batch, h, t, d_k)`` hold the keys and values
+    of all ``t`` positions so far. The new positions' keys and values are appended (once), and their
     queries attend over the whole cache: every cached position is in their past, so no mask is
-    needed for one new position; several new positions (a prompt fed at once) attend causally
-    among themselves. Returns ``(batch, n_new, d_model)``, what ``decoder_self_attention`` returns
-    at those positions for the whole sequence.
+    needed for one new position; several new positions (a prompt fed at once) attend causally among
+    themselves. Returns ``(batch, n_new, d_model)``, what ``decoder_self_attention`` returns at
+    those positions for the whole sequence.
     """
     x_new = as_float_tensor("x_new", x_new)
     if x_new.ndim < 2:
@@ -50,14 +50,18 @@ def cached_self_attention(x_new, params, num_heads: int, cache: dict) -> torch.T
     v = split_heads(_project(x_new, params, "v"), num_heads)
     if "k" in cache:
         if cache["k"].shape[:-2] != k.shape[:-2] or cache["k"].shape[-1] != k.shape[-1]:
-            raise ValueError(f"the cache holds keys of shape {tuple(cache['k'].shape)}, the new keys have shape "
-                             f"{tuple(k.shape)}: one cache per layer and per batch")
+            raise ValueError(
+                f"the cache holds keys of shape {tuple(cache['k'].shape)}, the new keys have shape "
+                f"{tuple(k.shape)}: one cache per layer and per batch"
+            )
         k = torch.cat([cache["k"], k], dim=-2)
         v = torch.cat([cache["v"], v], dim=-2)
     cache["k"], cache["v"] = k, v
     n_new, t = q.shape[-2], k.shape[-2]
     mask = None
-    if n_new > 1:  # new position i (of n_new) is position t - n_new + i: it sees the keys up to there
+    if (
+        n_new > 1
+    ):  # new position i (of n_new) is position t - n_new + i: it sees the keys up to there
         mask = torch.ones(n_new, t, dtype=torch.bool, device=q.device).tril(diagonal=t - n_new)
     return _project(merge_heads(weighted_sum(attention_weights(q, k, mask), v)), params, "o")
 
@@ -65,7 +69,9 @@ def cached_self_attention(x_new, params, num_heads: int, cache: dict) -> torch.T
 def _cross_attention(y, params, keys, values, mask, num_heads: int) -> torch.Tensor:
     """Encoder-decoder attention with the memory's keys and values already projected."""
     q = split_heads(_project(y, params, "q"), num_heads)
-    return _project(merge_heads(weighted_sum(attention_weights(q, keys, mask), values)), params, "o")
+    return _project(
+        merge_heads(weighted_sum(attention_weights(q, keys, mask), values)), params, "o"
+    )
 
 
 class CachedDecoder:
@@ -85,9 +91,13 @@ class CachedDecoder:
         with torch.no_grad():
             self.src_mask = model.source_mask(src)
             self.memory = model.encode(src, self.src_mask)
-            self.cross = [(split_heads(_project(self.memory, layer["cross_attn"], "k"), self.num_heads),
-                           split_heads(_project(self.memory, layer["cross_attn"], "v"), self.num_heads))
-                          for layer in model.decoder_layers]
+            self.cross = [
+                (
+                    split_heads(_project(self.memory, layer["cross_attn"], "k"), self.num_heads),
+                    split_heads(_project(self.memory, layer["cross_attn"], "v"), self.num_heads),
+                )
+                for layer in model.decoder_layers
+            ]
         self.caches = [{} for _ in model.decoder_layers]
         self.position = 0
 
@@ -96,10 +106,18 @@ class CachedDecoder:
         y = self.model.embed_tgt(tokens, offset=self.position)
         memory_mask = self.src_mask.unsqueeze(-3)  # (batch, 1, 1, n_src): the same for every head
         for layer, (keys, values), cache in zip(self.model.decoder_layers, self.cross, self.caches):
-            y = add_and_norm(y, lambda y: self.self_attention(y, layer["self_attn"], self.num_heads, cache),
-                             layer["norm_1"])
-            y = add_and_norm(y, lambda y: _cross_attention(y, layer["cross_attn"], keys, values, memory_mask,
-                                                           self.num_heads), layer["norm_2"])
+            y = add_and_norm(
+                y,
+                lambda y: self.self_attention(y, layer["self_attn"], self.num_heads, cache),
+                layer["norm_1"],
+            )
+            y = add_and_norm(
+                y,
+                lambda y: _cross_attention(
+                    y, layer["cross_attn"], keys, values, memory_mask, self.num_heads
+                ),
+                layer["norm_2"],
+            )
             y = add_and_norm(y, lambda y: position_wise_ffn(y, layer["ffn"]), layer["norm_3"])
         self.position += tokens.shape[-1]
         return self.model.out(y)
@@ -110,7 +128,9 @@ class CachedDecoder:
 
 
 @torch.no_grad()
-def greedy_decode_cached(model, src: torch.Tensor, max_len: int, bos: int, eos: int) -> torch.Tensor:
+def greedy_decode_cached(
+    model, src: torch.Tensor, max_len: int, bos: int, eos: int
+) -> torch.Tensor:
     """``greedy_decode`` (lesson 8) with KV caches: the same tokens, ``(batch, n_steps)`` without
     ``bos``, each row ending with ``eos`` (if it got there) and then ``model.pad``."""
     decoder = CachedDecoder(model, src)

@@ -37,10 +37,12 @@ def online_softmax_stats(x, block_size: int = 1) -> tuple[torch.Tensor, torch.Te
     running_max = torch.full(x.shape[:-1], -torch.inf, dtype=work.dtype, device=x.device)
     running_sum = torch.zeros(x.shape[:-1], dtype=work.dtype, device=x.device)
     for start in range(0, x.shape[-1], block_size):
-        block = work[..., start:start + block_size]
+        block = work[..., start : start + block_size]
         new_max = torch.maximum(running_max, block.amax(dim=-1))
         shift = _finite_or_zero(new_max)
-        running_sum = running_sum * torch.exp(running_max - shift) + torch.exp(block - shift[..., None]).sum(dim=-1)
+        running_sum = running_sum * torch.exp(running_max - shift) + torch.exp(
+            block - shift[..., None]
+        ).sum(dim=-1)
         running_max = new_max
     return running_max, running_sum
 
@@ -60,9 +62,18 @@ def _key_block(mask: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     return mask if mask.ndim == 0 or mask.shape[-1] == 1 else mask[..., start:stop]
 
 
-def tiled_attention(queries, keys, values, mask=None, block_size: int = 64, return_lse: bool = False, *,
-                    half_products: bool = False):
-    """Eq. (1) over blocks of ``block_size`` keys and values (see ``attention_ref.np.tiled_attention``).
+def tiled_attention(
+    queries,
+    keys,
+    values,
+    mask=None,
+    block_size: int = 64,
+    return_lse: bool = False,
+    *,
+    half_products: bool = False,
+):
+    """Eq. (1) over blocks of ``block_size`` keys and values (see
+    ``attention_ref.np.tiled_attention``).
 
     Never holds more than ``n_q x block_size`` scores per batch entry; equal to
     ``F.scaled_dot_product_attention`` with the same boolean mask (fully masked rows: zeros).
@@ -72,7 +83,10 @@ def tiled_attention(queries, keys, values, mask=None, block_size: int = 64, retu
     values = as_float_tensor("values", values)
     same_dtype(queries=queries, keys=keys, values=values)
     if mask is not None and (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool):
-        raise TypeError(f"mask must be a boolean tensor (True = may attend), got {getattr(mask, 'dtype', type(mask))}")
+        raise TypeError(
+            "mask must be a boolean tensor (True = may attend), got "
+            f"{getattr(mask, 'dtype', type(mask))}"
+        )
     batch = _checks.tiled_inputs(queries, keys, values, mask, block_size)
     dtype = queries.dtype
     work = torch.promote_types(dtype, torch.float32)
@@ -94,7 +108,9 @@ def tiled_attention(queries, keys, values, mask=None, block_size: int = 64, retu
             scores = scores.masked_fill(~_key_block(mask, start, stop), -torch.inf)
         new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
         shift = _finite_or_zero(new_max)
-        alpha = torch.exp(running_max - shift)  # 0 while nothing was seen; 1 if the maximum did not move
+        alpha = torch.exp(
+            running_max - shift
+        )  # 0 while nothing was seen; 1 if the maximum did not move
         if tracked:  # autograd keeps the scores (for amax) and the statistics: nothing in place
             weights = torch.exp(scores - shift)
             running_sum = running_sum * alpha + weights.sum(dim=-1, keepdim=True)

@@ -33,7 +33,10 @@ def to_key_padding_mask(mask) -> torch.Tensor:
     if mask.ndim == 3 and mask.shape[1] == 1:
         mask = mask[:, 0, :]
     if mask.ndim != 2:
-        raise ValueError(f"expected a padding mask (batch, 1, n_k) or (batch, n_k), got shape {tuple(mask.shape)}")
+        raise ValueError(
+            "expected a padding mask (batch, 1, n_k) or (batch, n_k), got shape "
+            f"{tuple(mask.shape)}"
+        )
     return ~mask.bool()
 
 
@@ -41,6 +44,9 @@ def masked_softmax(scores, mask) -> torch.Tensor:
     """Softmax over the last axis with masked scores excluded; fully masked rows give zeros."""
     scores = as_float_tensor("scores", scores)
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a boolean tensor (True = may attend), got {getattr(mask, 'dtype', type(mask))}")
+        raise TypeError(
+            "mask must be a boolean tensor (True = may attend), got "
+            f"{getattr(mask, 'dtype', type(mask))}"
+        )
     _checks.mask_fits(mask, tuple(scores.shape), "(..., n_q, n_k)")
     return softmax(scores.masked_fill(~mask, -torch.inf), axis=-1)

@@ -12,11 +12,13 @@ fresh random batches the toy task cannot overfit), so training is deterministic 
 
 What lives here, for the lessons after 8 (a KV cache re-uses the decoder step by step):
 
-``Transformer(src_vocab, tgt_vocab, d_model, num_heads, d_ff, num_encoder_layers, num_decoder_layers, pad)``
+``Transformer(src_vocab, tgt_vocab, d_model, num_heads, d_ff, num_encoder_layers,
+num_decoder_layers, pad)``
     ``.encode(src, src_mask)`` -> memory; ``.decode(tgt, memory, memory_mask)`` -> logits
     (teacher forcing, causal mask inside); ``.embed_tgt(tgt, offset)`` embeds target tokens at
     positions ``offset, offset + 1, ...``; ``.source_mask(src)`` is the padding mask of ``src``;
-    ``.encoder_layers`` / ``.decoder_layers`` hold the layer parameters; ``.out`` is the final linear.
+    ``.encoder_layers`` / ``.decoder_layers`` hold the layer parameters; ``.out`` is the final
+    linear.
 ``greedy_decode(model, src, max_len, bos, eos)``: encode once, then one token at a time, each
     output fed back as the next input, until every sequence has produced ``eos``.
 ``make_batch(task, batch_size, ...)``: copy / reverse / sort digit sequences (nothing downloaded).
@@ -36,8 +38,22 @@ from torch import nn
 from .positional import positional_encoding
 from .transformer import decoder, encoder, init_decoder_layer_params, init_encoder_layer_params
 
-__all__ = ["PAD", "BOS", "EOS", "FIRST_DIGIT", "VOCAB_SIZE", "TASKS", "Transformer", "greedy_decode",
-           "make_batch", "Adam", "learning_rate", "train", "exact_match", "tokens_to_digits"]
+__all__ = [
+    "PAD",
+    "BOS",
+    "EOS",
+    "FIRST_DIGIT",
+    "VOCAB_SIZE",
+    "TASKS",
+    "Transformer",
+    "greedy_decode",
+    "make_batch",
+    "Adam",
+    "learning_rate",
+    "train",
+    "exact_match",
+    "tokens_to_digits",
+]
 
 # The synthetic tasks' vocabulary: three special symbols, then the digits 0-9.
 PAD, BOS, EOS = 0, 1, 2
@@ -48,46 +64,69 @@ TASKS = ("copy", "reverse", "sort")
 
 def _as_parameters(params: dict) -> nn.ModuleDict:
     """A nested dict of tensors as trainable parameters, with the same keys."""
-    return nn.ModuleDict({name: nn.ParameterDict({k: nn.Parameter(v) for k, v in part.items()})
-                          for name, part in params.items()})
+    return nn.ModuleDict(
+        {
+            name: nn.ParameterDict({k: nn.Parameter(v) for k, v in part.items()})
+            for name, part in params.items()
+        }
+    )
 
 
 class Transformer(nn.Module):
     """An encoder-decoder Transformer (post-norm, ReLU FFN, sinusoidal positions, no dropout)."""
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 32, num_heads: int = 4, d_ff: int = 64,
-                 num_encoder_layers: int = 1, num_decoder_layers: int = 1, pad: int = PAD,
-                 generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        d_model: int = 32,
+        num_heads: int = 4,
+        d_ff: int = 64,
+        num_encoder_layers: int = 1,
+        num_decoder_layers: int = 1,
+        pad: int = PAD,
+        generator: torch.Generator | None = None,
+    ):
         super().__init__()
         self.d_model, self.num_heads, self.pad = d_model, num_heads, pad
         self.src_embed = nn.Embedding(src_vocab, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
-        with torch.no_grad():  # the paper's scale: embeddings ~ 1/sqrt(d_model), times sqrt(d_model) below
+        with (
+            torch.no_grad()
+        ):  # the paper's scale: embeddings ~ 1/sqrt(d_model), times sqrt(d_model) below
             for table in (self.src_embed.weight, self.tgt_embed.weight):
                 table.copy_(torch.randn(table.shape, generator=generator) / math.sqrt(d_model))
         self.encoder_layers = nn.ModuleList(
             _as_parameters(init_encoder_layer_params(d_model, num_heads, d_ff, generator))
-            for _ in range(num_encoder_layers))
+            for _ in range(num_encoder_layers)
+        )
         self.decoder_layers = nn.ModuleList(
             _as_parameters(init_decoder_layer_params(d_model, num_heads, d_ff, generator))
-            for _ in range(num_decoder_layers))
+            for _ in range(num_decoder_layers)
+        )
         self.out = nn.Linear(d_model, tgt_vocab)
         with torch.no_grad():
             bound = 1 / math.sqrt(d_model)
-            self.out.weight.copy_(torch.rand(self.out.weight.shape, generator=generator) * 2 * bound - bound)
+            self.out.weight.copy_(
+                torch.rand(self.out.weight.shape, generator=generator) * 2 * bound - bound
+            )
             self.out.bias.zero_()
 
     def source_mask(self, src: torch.Tensor) -> torch.Tensor:
-        """``(batch, 1, n_src)``: True for the real source tokens, False for padding (True = may attend)."""
+        """``(batch, 1, n_src)``: True for the real source tokens, False for padding (True = may
+        attend)."""
         return (src != self.pad).unsqueeze(-2)
 
     def _embed(self, table: nn.Embedding, tokens: torch.Tensor, offset: int) -> torch.Tensor:
         x = table(tokens) * math.sqrt(self.d_model)
-        pe = positional_encoding(offset + tokens.shape[-1], self.d_model, device=x.device, dtype=x.dtype)
+        pe = positional_encoding(
+            offset + tokens.shape[-1], self.d_model, device=x.device, dtype=x.dtype
+        )
         return x + pe[offset:]
 
     def embed_src(self, src: torch.Tensor) -> torch.Tensor:
-        """``sqrt(d_model) * E_src[src] + PE``: ``(batch, n_src)`` -> ``(batch, n_src, d_model)``."""
+        """``sqrt(d_model) * E_src[src] + PE``: ``(batch, n_src)`` -> ``(batch, n_src,
+        d_model)``."""
         return self._embed(self.src_embed, src, 0)
 
     def embed_tgt(self, tgt: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -95,16 +134,26 @@ class Transformer(nn.Module):
         (``offset`` > 0 embeds the next tokens of a sequence decoded step by step)."""
         return self._embed(self.tgt_embed, tgt, offset)
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None, return_weights: bool = False):
-        """The encoder stack on the source tokens ``(batch, n_src)``: memory ``(batch, n_src, d_model)``.
+    def encode(
+        self, src: torch.Tensor, src_mask: torch.Tensor | None = None, return_weights: bool = False
+    ):
+        """The encoder stack on the source tokens ``(batch, n_src)``: memory ``(batch, n_src,
+        d_model)``.
 
         ``src_mask`` (True = may attend, e.g. ``self.source_mask(src)``) hides padding keys.
         With ``return_weights=True``: ``(memory, [{"self_attn": (batch, h, n_src, n_src)}, ...])``.
         """
-        return encoder(self.embed_src(src), self.encoder_layers, self.num_heads, src_mask, return_weights)
+        return encoder(
+            self.embed_src(src), self.encoder_layers, self.num_heads, src_mask, return_weights
+        )
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None = None,
-               return_weights: bool = False):
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+    ):
         """Logits ``(batch, n_tgt, tgt_vocab)`` for the next token after each prefix of ``tgt``.
 
         Teacher forcing: all target positions at once, the causal mask inside the decoder's
@@ -112,8 +161,15 @@ class Transformer(nn.Module):
         hides the source's padding. With ``return_weights=True``: ``(logits, [{"self_attn": ...,
         "cross_attn": (batch, h, n_tgt, n_src)}, ...])``.
         """
-        out = decoder(self.embed_tgt(tgt), memory, self.decoder_layers, self.num_heads, None, memory_mask,
-                      return_weights)
+        out = decoder(
+            self.embed_tgt(tgt),
+            memory,
+            self.decoder_layers,
+            self.num_heads,
+            None,
+            memory_mask,
+            return_weights,
+        )
         if return_weights:
             return self.out(out[0]), out[1]
         return self.out(out)
@@ -125,7 +181,9 @@ class Transformer(nn.Module):
 
 
 @torch.no_grad()
-def greedy_decode(model: Transformer, src: torch.Tensor, max_len: int, bos: int, eos: int) -> torch.Tensor:
+def greedy_decode(
+    model: Transformer, src: torch.Tensor, max_len: int, bos: int, eos: int
+) -> torch.Tensor:
     """Greedy decoding, as the paper's model runs at inference.
 
     The encoder runs once. Then, step by step, the decoder reads everything produced so far
@@ -139,7 +197,9 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len: int, bos: int,
     ys = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     for _ in range(max_len):
-        logits = model.decode(ys, memory, src_mask)  # (batch, step, vocab); only the last row is new
+        logits = model.decode(
+            ys, memory, src_mask
+        )  # (batch, step, vocab); only the last row is new
         next_token = logits[:, -1].argmax(-1)
         next_token = next_token.masked_fill(finished, model.pad)  # finished sequences only pad
         ys = torch.cat([ys, next_token[:, None]], dim=1)
@@ -149,13 +209,20 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len: int, bos: int,
     return ys[:, 1:]
 
 
-def make_batch(task: str, batch_size: int, min_len: int = 6, max_len: int = 6,
-               generator: torch.Generator | None = None, device=None):
+def make_batch(
+    task: str,
+    batch_size: int,
+    min_len: int = 6,
+    max_len: int = 6,
+    generator: torch.Generator | None = None,
+    device=None,
+):
     """A batch of the synthetic task: random digit strings and their copy, reversal or sorted form.
 
     Returns ``(src, tgt_in, tgt_out)`` of token ids (``long``):
 
-    * ``src`` ``(batch, max_len)``: the digits (lengths uniform in ``min_len .. max_len``), then PAD;
+    * ``src`` ``(batch, max_len)``: the digits (lengths uniform in ``min_len .. max_len``), then
+      PAD;
     * ``tgt_out`` ``(batch, max_len + 1)``: the answer, then EOS, then PAD (what is predicted);
     * ``tgt_in`` ``(batch, max_len + 1)``: BOS followed by ``tgt_out`` without its last column: the
       decoder's input under teacher forcing, shifted one step right.
@@ -182,7 +249,8 @@ def make_batch(task: str, batch_size: int, min_len: int = 6, max_len: int = 6,
 
 
 class Adam:
-    """Adam (Kingma and Ba, 2015), the update of ``torch.optim.Adam`` without weight decay, written out.
+    """Adam (Kingma and Ba, 2015), the update of ``torch.optim.Adam`` without weight decay, written
+    out.
 
     Written here because the first ``torch.optim`` optimizer a process creates imports
     ``torch._dynamo``, which takes longer on a 2-core CPU than this module's whole training run.
@@ -204,8 +272,8 @@ class Adam:
     @torch.no_grad()
     def step(self, lr: float) -> None:
         self.steps += 1
-        correction1 = 1 - self.beta1 ** self.steps  # the running means start at 0: undo that bias
-        correction2 = math.sqrt(1 - self.beta2 ** self.steps)
+        correction1 = 1 - self.beta1**self.steps  # the running means start at 0: undo that bias
+        correction2 = math.sqrt(1 - self.beta2**self.steps)
         for p, m, v in zip(self.params, self.m, self.v):
             if p.grad is None:
                 continue
@@ -220,9 +288,18 @@ def learning_rate(step: int, lr: float, warmup: int) -> float:
     return lr * min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
 
 
-def train(model: Transformer, steps: int, task: str = "reverse", batch_size: int = 128, lr: float = 8e-3,
-          warmup: int = 10, min_len: int = 6, max_len: int = 6, generator: torch.Generator | None = None,
-          progress=None) -> list[float]:
+def train(
+    model: Transformer,
+    steps: int,
+    task: str = "reverse",
+    batch_size: int = 128,
+    lr: float = 8e-3,
+    warmup: int = 10,
+    min_len: int = 6,
+    max_len: int = 6,
+    generator: torch.Generator | None = None,
+    progress=None,
+) -> list[float]:
     """Train ``model`` on ``steps`` fresh batches of ``task`` with Adam and cross-entropy over the
     real target tokens (PAD ignored); returns the loss of every step.
 
@@ -238,7 +315,9 @@ def train(model: Transformer, steps: int, task: str = "reverse", batch_size: int
     for step in steps_iter:
         src, tgt_in, tgt_out = make_batch(task, batch_size, min_len, max_len, generator, device)
         logits = model(src, tgt_in)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=model.pad)
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=model.pad
+        )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step(learning_rate(step, lr, warmup))

@@ -1,4 +1,5 @@
-"""Lesson 4, Multi-head attention -- PyTorch reference (the same functions as ``attention_ref.np.multihead``).
+"""Lesson 4, Multi-head attention -- PyTorch reference (the same functions as
+``attention_ref.np.multihead``).
 
 ``params_from_torch`` copies the weights of an ``nn.MultiheadAttention`` into this module's
 row-vector layout, so that the reference can be checked against PyTorch's own implementation:
@@ -17,8 +18,15 @@ from ..np.multihead import multiply_adds, parameter_count  # plain arithmetic: o
 from .retrieval import as_float_tensor, same_dtype, weighted_sum
 from .sdpa import attention_weights
 
-__all__ = ["split_heads", "merge_heads", "init_params", "params_from_torch", "multi_head_attention",
-           "parameter_count", "multiply_adds"]
+__all__ = [
+    "split_heads",
+    "merge_heads",
+    "init_params",
+    "params_from_torch",
+    "multi_head_attention",
+    "parameter_count",
+    "multiply_adds",
+]
 
 
 def split_heads(x, num_heads: int) -> torch.Tensor:
@@ -30,16 +38,27 @@ def split_heads(x, num_heads: int) -> torch.Tensor:
 
 
 def merge_heads(x) -> torch.Tensor:
-    """``(..., h, n, d)`` -> ``(..., n, h * d)``: Concat(head_1, ..., head_h), the inverse of split_heads."""
+    """``(..., h, n, d)`` -> ``(..., n, h * d)``: Concat(head_1, ..., head_h), the inverse of
+    split_heads."""
     x = as_float_tensor("x", x)
     _checks.require_ndim("x", x, 3, "(..., h, n, d)")
     *batch, h, n, d = x.shape
     return x.transpose(-2, -3).reshape(*batch, n, h * d)
 
 
-def init_params(d_model: int, num_heads: int, rng: torch.Generator | None = None, d_k: int | None = None,
-                d_v: int | None = None, bias: bool = True, *, device=None, dtype=torch.float32) -> dict:
-    """Random parameters in the layout of ``attention_ref.np.init_params`` (Xavier-uniform, zero biases).
+def init_params(
+    d_model: int,
+    num_heads: int,
+    rng: torch.Generator | None = None,
+    d_k: int | None = None,
+    d_v: int | None = None,
+    bias: bool = True,
+    *,
+    device=None,
+    dtype=torch.float32,
+) -> dict:
+    """Random parameters in the layout of ``attention_ref.np.init_params`` (Xavier-uniform, zero
+    biases).
 
     ``rng`` is a ``torch.Generator`` (on the CPU: the draws do not depend on the device).
     """
@@ -53,25 +72,38 @@ def init_params(d_model: int, num_heads: int, rng: torch.Generator | None = None
         w = torch.rand(fan_in, fan_out, generator=rng, dtype=dtype) * (2 * bound) - bound
         return w.to(device)
 
-    params = {"w_q": xavier(d_model, num_heads * d_k), "w_k": xavier(d_model, num_heads * d_k),
-              "w_v": xavier(d_model, num_heads * d_v), "w_o": xavier(num_heads * d_v, d_model)}
+    params = {
+        "w_q": xavier(d_model, num_heads * d_k),
+        "w_k": xavier(d_model, num_heads * d_k),
+        "w_v": xavier(d_model, num_heads * d_v),
+        "w_o": xavier(num_heads * d_v, d_model),
+    }
     if bias:
         zeros = lambda n: torch.zeros(n, dtype=dtype, device=device)  # noqa: E731
-        params |= {"b_q": zeros(num_heads * d_k), "b_k": zeros(num_heads * d_k),
-                   "b_v": zeros(num_heads * d_v), "b_o": zeros(d_model)}
+        params |= {
+            "b_q": zeros(num_heads * d_k),
+            "b_k": zeros(num_heads * d_k),
+            "b_v": zeros(num_heads * d_v),
+            "b_o": zeros(d_model),
+        }
     return params
 
 
 def params_from_torch(mha: nn.MultiheadAttention) -> dict:
-    """The weights of ``mha`` as ``{w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o}`` (x @ w layout), detached."""
+    """The weights of ``mha`` as ``{w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o}`` (x @ w layout),
+    detached."""
     if not isinstance(mha, nn.MultiheadAttention):
         raise TypeError(f"expected an nn.MultiheadAttention, got {type(mha).__name__}")
     if mha.bias_k is not None or mha.add_zero_attn:
-        raise ValueError("add_bias_kv and add_zero_attn append extra keys: this reference does not model them")
+        raise ValueError(
+            "add_bias_kv and add_zero_attn append extra keys: this reference does not model them"
+        )
     if mha._qkv_same_embed_dim:
         w_q, w_k, w_v = mha.in_proj_weight.detach().chunk(3, dim=0)
     else:
-        w_q, w_k, w_v = (p.detach() for p in (mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight))
+        w_q, w_k, w_v = (
+            p.detach() for p in (mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight)
+        )
     params = {"w_q": w_q.T, "w_k": w_k.T, "w_v": w_v.T, "w_o": mha.out_proj.weight.detach().T}
     if mha.in_proj_bias is not None:
         b_q, b_k, b_v = mha.in_proj_bias.detach().chunk(3)
@@ -87,10 +119,14 @@ def _project(x, params: dict, name: str) -> torch.Tensor:
     return out if bias is None else out + bias
 
 
-def multi_head_attention(query, key, value, params: dict, num_heads: int, mask=None,
-                         return_weights: bool = False):
-    """Multi-head attention: ``(..., n_q, d_model)`` -> ``(..., n_q, d_model)``; see the NumPy twin."""
-    query, key, value = (as_float_tensor(n, x) for n, x in (("query", query), ("key", key), ("value", value)))
+def multi_head_attention(
+    query, key, value, params: dict, num_heads: int, mask=None, return_weights: bool = False
+):
+    """Multi-head attention: ``(..., n_q, d_model)`` -> ``(..., n_q, d_model)``; see the NumPy
+    twin."""
+    query, key, value = (
+        as_float_tensor(n, x) for n, x in (("query", query), ("key", key), ("value", value))
+    )
     params = {name: as_float_tensor(name, p) for name, p in params.items() if p is not None}
     same_dtype(query=query, key=key, value=value, **params)
     _checks.multi_head_inputs(query, key, value, params, num_heads)

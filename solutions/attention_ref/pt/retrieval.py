@@ -25,7 +25,9 @@ def same_dtype(**named: torch.Tensor) -> None:
     F.scaled_dot_product_attention does; a bare matmul would say "expected scalar type Float")."""
     dtypes = {name: t.dtype for name, t in named.items()}
     if len(set(dtypes.values())) > 1:
-        listing = ", ".join(f"{name} {str(dtype).replace('torch.', '')}" for name, dtype in dtypes.items())
+        listing = ", ".join(
+            f"{name} {str(dtype).replace('torch.', '')}" for name, dtype in dtypes.items()
+        )
         raise TypeError(f"inputs must share one dtype, got {listing}")
 
 

@@ -11,45 +11,63 @@ from .multihead import multi_head_attention
 
 
 def combine_masks(*masks):
-    """Logical AND of boolean masks that broadcast together (True = may attend); ``None`` is skipped."""
+    """Logical AND of boolean masks that broadcast together (True = may attend); ``None`` is
+    skipped."""
     present = [m for m in masks if m is not None]
     for m in present:
         if not isinstance(m, torch.Tensor) or m.dtype != torch.bool:
-            raise TypeError(f"masks must be boolean tensors (True = may attend), got {getattr(m, 'dtype', type(m))}")
+            raise TypeError(
+                "masks must be boolean tensors (True = may attend), got "
+                f"{getattr(m, 'dtype', type(m))}"
+            )
     if not present:
         return None
     try:
-        shape = torch.broadcast_tensors(*present)[0].shape  # torch.broadcast_shapes: ~2 s on first use
+        shape = torch.broadcast_tensors(*present)[
+            0
+        ].shape  # torch.broadcast_shapes: ~2 s on first use
     except RuntimeError:
-        raise ValueError("masks do not broadcast together: shapes "
-                         + ", ".join(str(tuple(m.shape)) for m in present)) from None
+        raise ValueError(
+            "masks do not broadcast together: shapes "
+            + ", ".join(str(tuple(m.shape)) for m in present)
+        ) from None
     out = torch.ones(shape, dtype=torch.bool, device=present[0].device)
     for m in present:
         out = out & m
     return out
 
 
-def encoder_self_attention(x, params: dict, num_heads: int, src_mask=None, return_weights: bool = False):
-    """Q = K = V = x, the encoder's sequence ``(..., n_src, d_model)``; ``src_mask`` hides padding keys."""
+def encoder_self_attention(
+    x, params: dict, num_heads: int, src_mask=None, return_weights: bool = False
+):
+    """Q = K = V = x, the encoder's sequence ``(..., n_src, d_model)``; ``src_mask`` hides padding
+    keys."""
     return multi_head_attention(x, x, x, params, num_heads, src_mask, return_weights)
 
 
-def decoder_self_attention(y, params: dict, num_heads: int, tgt_mask=None, return_weights: bool = False):
-    """Q = K = V = y ``(..., n_tgt, d_model)``, the causal mask always on, combined with ``tgt_mask``."""
+def decoder_self_attention(
+    y, params: dict, num_heads: int, tgt_mask=None, return_weights: bool = False
+):
+    """Q = K = V = y ``(..., n_tgt, d_model)``, the causal mask always on, combined with
+    ``tgt_mask``."""
     if not isinstance(y, torch.Tensor) or y.ndim < 2:
-        raise ValueError(f"y must be a tensor of shape (..., n_tgt, d_model), got {getattr(y, 'shape', type(y))}")
+        raise ValueError(
+            f"y must be a tensor of shape (..., n_tgt, d_model), got {getattr(y, 'shape', type(y))}"
+        )
     mask = combine_masks(causal_mask(y.shape[-2], device=y.device), tgt_mask)
     return multi_head_attention(y, y, y, params, num_heads, mask, return_weights)
 
 
-def encoder_decoder_attention(y, memory, params: dict, num_heads: int, memory_mask=None,
-                              return_weights: bool = False):
+def encoder_decoder_attention(
+    y, memory, params: dict, num_heads: int, memory_mask=None, return_weights: bool = False
+):
     """Queries from the decoder ``y``; keys and values from the encoder's output ``memory``."""
     return multi_head_attention(y, memory, memory, params, num_heads, memory_mask, return_weights)
 
 
 def transformer_masks(src_lengths, tgt_lengths, n_src: int, n_tgt: int):
-    """``(src_mask, tgt_mask, memory_mask)`` for a batch, on the device of the lengths; see the NumPy twin.
+    """``(src_mask, tgt_mask, memory_mask)`` for a batch, on the device of the lengths; see the
+    NumPy twin.
 
     Shapes ``(batch, n_src, n_src)``, ``(batch, n_tgt, n_tgt)`` (causal AND the target's padding)
     and ``(batch, n_tgt, n_src)`` (the source's padding); True = may attend.

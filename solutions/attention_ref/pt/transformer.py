@@ -15,21 +15,31 @@ from torch import nn
 
 from .. import _checks
 from ..np.transformer import EPS
-from .feedforward import ffn_params_from_torch, init_ffn_params
+from .feedforward import ffn_params_from_torch, init_ffn_params, position_wise_ffn
 from .multihead import init_params, params_from_torch
-from .feedforward import position_wise_ffn
 from .retrieval import as_float_tensor, upcast
 from .three_uses import decoder_self_attention, encoder_decoder_attention, encoder_self_attention
 
-__all__ = ["layer_norm", "add_and_norm", "encoder_layer", "decoder_layer", "encoder", "decoder",
-           "init_encoder_layer_params", "init_decoder_layer_params",
-           "encoder_layer_params_from_torch", "decoder_layer_params_from_torch"]
+__all__ = [
+    "layer_norm",
+    "add_and_norm",
+    "encoder_layer",
+    "decoder_layer",
+    "encoder",
+    "decoder",
+    "init_encoder_layer_params",
+    "init_decoder_layer_params",
+    "encoder_layer_params_from_torch",
+    "decoder_layer_params_from_torch",
+]
 
 
 def layer_norm(x, gamma, beta, eps: float = EPS) -> torch.Tensor:
     """``(x - mean) / sqrt(var + eps) * gamma + beta`` over the last axis, biased variance
     (``nn.LayerNorm``). Half-precision inputs are normalized in float32."""
-    x, gamma, beta = (as_float_tensor(n, a) for n, a in (("x", x), ("gamma", gamma), ("beta", beta)))
+    x, gamma, beta = (
+        as_float_tensor(n, a) for n, a in (("x", x), ("gamma", gamma), ("beta", beta))
+    )
     _checks.layer_norm_inputs(x, gamma, beta, eps)
     dtype = x.dtype
     (x,) = upcast(x)
@@ -46,13 +56,15 @@ def add_and_norm(x, sublayer, norm) -> torch.Tensor:
 
 
 def encoder_layer(x, params, num_heads: int, src_mask=None, return_weights: bool = False):
-    """One encoder layer: self-attention, then the FFN, each inside Add & Norm (see the NumPy twin)."""
+    """One encoder layer: self-attention, then the FFN, each inside Add & Norm (see the NumPy
+    twin)."""
     _checks.layer_params(params, "encoder")
     weights = {}
 
     def self_attention(x):
-        out, weights["self_attn"] = encoder_self_attention(x, params["self_attn"], num_heads, src_mask,
-                                                           return_weights=True)
+        out, weights["self_attn"] = encoder_self_attention(
+            x, params["self_attn"], num_heads, src_mask, return_weights=True
+        )
         return out
 
     x = add_and_norm(x, self_attention, params["norm_1"])
@@ -60,20 +72,23 @@ def encoder_layer(x, params, num_heads: int, src_mask=None, return_weights: bool
     return (x, weights) if return_weights else x
 
 
-def decoder_layer(y, memory, params, num_heads: int, tgt_mask=None, memory_mask=None,
-                  return_weights: bool = False):
+def decoder_layer(
+    y, memory, params, num_heads: int, tgt_mask=None, memory_mask=None, return_weights: bool = False
+):
     """One decoder layer: masked self-attention, cross-attention over ``memory``, the FFN."""
     _checks.layer_params(params, "decoder")
     weights = {}
 
     def self_attention(y):
-        out, weights["self_attn"] = decoder_self_attention(y, params["self_attn"], num_heads, tgt_mask,
-                                                           return_weights=True)
+        out, weights["self_attn"] = decoder_self_attention(
+            y, params["self_attn"], num_heads, tgt_mask, return_weights=True
+        )
         return out
 
     def cross_attention(y):
-        out, weights["cross_attn"] = encoder_decoder_attention(y, memory, params["cross_attn"], num_heads,
-                                                               memory_mask, return_weights=True)
+        out, weights["cross_attn"] = encoder_decoder_attention(
+            y, memory, params["cross_attn"], num_heads, memory_mask, return_weights=True
+        )
         return out
 
     y = add_and_norm(y, self_attention, params["norm_1"])
@@ -91,46 +106,79 @@ def encoder(x, layers, num_heads: int, src_mask=None, return_weights: bool = Fal
     return (x, all_weights) if return_weights else x
 
 
-def decoder(y, memory, layers, num_heads: int, tgt_mask=None, memory_mask=None,
-            return_weights: bool = False):
-    """The decoder stack: every layer attends to the same ``memory`` (the encoder's final output)."""
+def decoder(
+    y, memory, layers, num_heads: int, tgt_mask=None, memory_mask=None, return_weights: bool = False
+):
+    """The decoder stack: every layer attends to the same ``memory`` (the encoder's final
+    output)."""
     all_weights = []
     for params in _checks.stack_layers(layers):
-        y, weights = decoder_layer(y, memory, params, num_heads, tgt_mask, memory_mask, return_weights=True)
+        y, weights = decoder_layer(
+            y, memory, params, num_heads, tgt_mask, memory_mask, return_weights=True
+        )
         all_weights.append(weights)
     return (y, all_weights) if return_weights else y
 
 
 def _norm(d_model: int, device, dtype) -> dict:
-    return {"gamma": torch.ones(d_model, device=device, dtype=dtype),
-            "beta": torch.zeros(d_model, device=device, dtype=dtype)}
+    return {
+        "gamma": torch.ones(d_model, device=device, dtype=dtype),
+        "beta": torch.zeros(d_model, device=device, dtype=dtype),
+    }
 
 
-def init_encoder_layer_params(d_model: int, num_heads: int, d_ff: int, rng: torch.Generator | None = None, *,
-                              device=None, dtype=torch.float32) -> dict:
+def init_encoder_layer_params(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    rng: torch.Generator | None = None,
+    *,
+    device=None,
+    dtype=torch.float32,
+) -> dict:
     """Random encoder-layer parameters (drawn on the CPU with ``rng``, then moved to ``device``)."""
     kw = dict(device=device, dtype=dtype)
-    return {"self_attn": init_params(d_model, num_heads, rng, **kw), "norm_1": _norm(d_model, **kw),
-            "ffn": init_ffn_params(d_model, d_ff, rng, **kw), "norm_2": _norm(d_model, **kw)}
+    return {
+        "self_attn": init_params(d_model, num_heads, rng, **kw),
+        "norm_1": _norm(d_model, **kw),
+        "ffn": init_ffn_params(d_model, d_ff, rng, **kw),
+        "norm_2": _norm(d_model, **kw),
+    }
 
 
-def init_decoder_layer_params(d_model: int, num_heads: int, d_ff: int, rng: torch.Generator | None = None, *,
-                              device=None, dtype=torch.float32) -> dict:
+def init_decoder_layer_params(
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    rng: torch.Generator | None = None,
+    *,
+    device=None,
+    dtype=torch.float32,
+) -> dict:
     """Random decoder-layer parameters, initialized like ``init_encoder_layer_params``."""
     kw = dict(device=device, dtype=dtype)
-    return {"self_attn": init_params(d_model, num_heads, rng, **kw), "norm_1": _norm(d_model, **kw),
-            "cross_attn": init_params(d_model, num_heads, rng, **kw), "norm_2": _norm(d_model, **kw),
-            "ffn": init_ffn_params(d_model, d_ff, rng, **kw), "norm_3": _norm(d_model, **kw)}
+    return {
+        "self_attn": init_params(d_model, num_heads, rng, **kw),
+        "norm_1": _norm(d_model, **kw),
+        "cross_attn": init_params(d_model, num_heads, rng, **kw),
+        "norm_2": _norm(d_model, **kw),
+        "ffn": init_ffn_params(d_model, d_ff, rng, **kw),
+        "norm_3": _norm(d_model, **kw),
+    }
 
 
 def _norm_from_torch(norm: nn.LayerNorm) -> dict:
     if not isinstance(norm, nn.LayerNorm) or len(norm.normalized_shape) != 1:
         raise TypeError(f"expected an nn.LayerNorm over the last axis, got {norm}")
     if norm.weight is None or norm.bias is None:
-        raise ValueError("this reference's LayerNorm has gamma and beta: build the layer with "
-                         "elementwise_affine=True and bias=True")
+        raise ValueError(
+            "this reference's LayerNorm has gamma and beta: build the layer with "
+            "elementwise_affine=True and bias=True"
+        )
     params = {"gamma": norm.weight.detach(), "beta": norm.bias.detach()}
-    if norm.eps != EPS:  # only when it differs from the default, so that most dicts stay {gamma, beta}
+    if (
+        norm.eps != EPS
+    ):  # only when it differs from the default, so that most dicts stay {gamma, beta}
         params["eps"] = norm.eps
     return params
 
@@ -139,9 +187,13 @@ def _check_torch_layer(layer, cls) -> None:
     if not isinstance(layer, cls):
         raise TypeError(f"expected an nn.{cls.__name__}, got {type(layer).__name__}")
     if layer.norm_first:
-        raise ValueError("norm_first=True is the pre-norm variant x + Sublayer(LayerNorm(x)); this "
-                         "reference is the paper's post-norm LayerNorm(x + Sublayer(x))")
-    if layer.activation is not torch.nn.functional.relu and not isinstance(layer.activation, nn.ReLU):
+        raise ValueError(
+            "norm_first=True is the pre-norm variant x + Sublayer(LayerNorm(x)); this "
+            "reference is the paper's post-norm LayerNorm(x + Sublayer(x))"
+        )
+    if layer.activation is not torch.nn.functional.relu and not isinstance(
+        layer.activation, nn.ReLU
+    ):
         raise ValueError(f"the paper's FFN uses ReLU, this layer uses {layer.activation}")
 
 
@@ -149,13 +201,23 @@ def encoder_layer_params_from_torch(layer: nn.TransformerEncoderLayer) -> dict:
     """The weights of an ``nn.TransformerEncoderLayer`` (post-norm, ReLU) in this module's layout,
     detached. Dropout is not modelled: compare with the layer in ``eval()`` mode."""
     _check_torch_layer(layer, nn.TransformerEncoderLayer)
-    return {"self_attn": params_from_torch(layer.self_attn), "norm_1": _norm_from_torch(layer.norm1),
-            "ffn": ffn_params_from_torch(layer.linear1, layer.linear2), "norm_2": _norm_from_torch(layer.norm2)}
+    return {
+        "self_attn": params_from_torch(layer.self_attn),
+        "norm_1": _norm_from_torch(layer.norm1),
+        "ffn": ffn_params_from_torch(layer.linear1, layer.linear2),
+        "norm_2": _norm_from_torch(layer.norm2),
+    }
 
 
 def decoder_layer_params_from_torch(layer: nn.TransformerDecoderLayer) -> dict:
-    """The weights of an ``nn.TransformerDecoderLayer`` (post-norm, ReLU) in this module's layout."""
+    """The weights of an ``nn.TransformerDecoderLayer`` (post-norm, ReLU) in this module's
+    layout."""
     _check_torch_layer(layer, nn.TransformerDecoderLayer)
-    return {"self_attn": params_from_torch(layer.self_attn), "norm_1": _norm_from_torch(layer.norm1),
-            "cross_attn": params_from_torch(layer.multihead_attn), "norm_2": _norm_from_torch(layer.norm2),
-            "ffn": ffn_params_from_torch(layer.linear1, layer.linear2), "norm_3": _norm_from_torch(layer.norm3)}
+    return {
+        "self_attn": params_from_torch(layer.self_attn),
+        "norm_1": _norm_from_torch(layer.norm1),
+        "cross_attn": params_from_torch(layer.multihead_attn),
+        "norm_2": _norm_from_torch(layer.norm2),
+        "ffn": ffn_params_from_torch(layer.linear1, layer.linear2),
+        "norm_3": _norm_from_torch(layer.norm3),
+    }

@@ -1,0 +1,59 @@
+"""The command line of ``make bench`` (``python -m coursekit.bench``): every section, printed as
+tables."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from coursekit import bench
+from coursekit.bench.report import TINY, Config, Table, machine_line
+from coursekit.course.nbgrader_cli import nbgrader_env
+
+SECTIONS = ("lessons", "attention", "memory", "grading", "gpu")
+
+
+def run(sections: tuple[str, ...], cfg: Config) -> list[Table]:
+    # nbclient's kernel and `make` find this environment's python first, as under `make bench`
+    os.environ["PATH"] = nbgrader_env()["PATH"]
+    tables: list[Table] = []
+    steps = {
+        "lessons": lambda: [bench.bench_lessons(cfg)],
+        "attention": lambda: [bench.bench_attention_cpu(cfg)],
+        "memory": lambda: [bench.bench_memory(cfg)],
+        "grading": lambda: [bench.bench_grading(cfg)],
+        "gpu": lambda: bench.bench_gpu(cfg),
+    }
+    for section in sections:
+        print(f"  measuring: {section} ...", file=sys.stderr, flush=True)
+        tables.extend(steps[section]())
+    return tables
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m coursekit.bench", description=bench.__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join(SECTIONS),
+        help=f"comma-separated sections to run (default: all of {', '.join(SECTIONS)})",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="executions of each lesson; the best counts"
+    )
+    parser.add_argument(
+        "--tiny", action="store_true", help="toy sizes, no lessons: checks that the code runs"
+    )
+    args = parser.parse_args(argv)
+    sections = tuple(s.strip() for s in args.only.split(",") if s.strip())
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    cfg = TINY if args.tiny else Config(repeat=max(1, args.repeat))
+    print(machine_line(), flush=True)
+    tables = run(sections, cfg)
+    print()
+    print("\n\n".join(table.render() for table in tables))
+    print("\nBook build times: `make bench-book` (full build, no-op rebuild, one lesson edited).")

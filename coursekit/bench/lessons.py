@@ -1,0 +1,82 @@
+"""Each solved lesson executed top to bottom by nbclient, next to the floor (a notebook that only
+imports numpy, torch and matplotlib)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from coursekit.bench.report import Config, Table, progress, verdict
+from coursekit.course.lessons import ROOT, all_lessons
+
+FLOOR_SOURCE = "import numpy\nimport torch\nimport matplotlib.pyplot as plt"
+
+
+def execute_seconds(nb, cwd: Path) -> float:
+    """Wall time of nbclient running ``nb`` top to bottom in a fresh kernel (start-up included)."""
+    import nbclient
+
+    client = nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    )
+    start = time.perf_counter()
+    client.execute()
+    return time.perf_counter() - start
+
+
+def floor_notebook():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell(FLOOR_SOURCE))
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    return nb
+
+
+def bench_lessons(cfg: Config) -> Table:
+    from coursekit.course.sources import source_to_notebook
+
+    lessons = all_lessons() if cfg.lessons else []
+    jobs = [("floor", None)] * max(cfg.floor_runs, cfg.repeat) + [
+        (item.assignment, item) for item in lessons for _ in range(cfg.repeat)
+    ]
+    seconds: dict[str, float] = {}
+    for name, item in progress(jobs, "executing notebooks"):
+        nb = floor_notebook() if item is None else source_to_notebook(item.source)
+        took = execute_seconds(nb, ROOT if item is None else item.source.parent)
+        seconds[name] = min(seconds.get(name, float("inf")), took)
+    floor = seconds["floor"]
+    table = Table(
+        "Lesson execution (nbclient, solved lessons incl. hidden tests)",
+        ["notebook", "seconds", "x floor", "target", ""],
+    )
+    table.rows.append(["floor: imports numpy, torch, matplotlib", f"{floor:.1f}", "1.00", "", ""])
+    for item in lessons:
+        s = seconds[item.assignment]
+        table.rows.append(
+            [
+                f"{item.assignment} {item.name}",
+                f"{s:.1f}",
+                f"{s / floor:.2f}",
+                "<= 4x",
+                verdict(s <= 4 * floor),
+            ]
+        )
+    if lessons:
+        total = sum(seconds[item.assignment] for item in lessons)
+        table.rows.append(
+            [
+                f"whole course ({len(lessons)} lessons, one after another)",
+                f"{total:.1f}",
+                f"{total / floor:.2f}",
+                "<= 60 s",
+                verdict(total <= 60),
+            ]
+        )
+    if cfg.repeat > 1:
+        table.notes.append(f"best of {cfg.repeat} executions each")
+    return table

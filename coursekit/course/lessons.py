@@ -1,0 +1,48 @@
+"""Where things are, and which lessons exist."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: coursekit/course/lessons.py
+SOLUTIONS = "solutions"
+NOTEBOOKS = "notebooks"
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson = one nbgrader assignment holding one notebook."""
+
+    assignment: str  # e.g. "lesson01", the folder name in solutions/ and notebooks/
+    name: str  # e.g. "retrieval_as_attention", the notebook's file stem
+    root: Path = ROOT
+
+    @property
+    def source(self) -> Path:
+        return self.root / SOLUTIONS / self.assignment / f"{self.name}.md"
+
+    @property
+    def source_notebook(self) -> Path:
+        return self.root / SOLUTIONS / self.assignment / f"{self.name}.ipynb"
+
+    @property
+    def student_notebook(self) -> Path:
+        return self.root / NOTEBOOKS / self.assignment / f"{self.name}.ipynb"
+
+
+def all_lessons(root: Path = ROOT) -> list[Lesson]:
+    """Every lesson, in course order: solutions/lessonNN/<name>.md."""
+    found = []
+    for md in sorted((root / SOLUTIONS).glob("lesson*/*.md")):
+        found.append(Lesson(assignment=md.parent.name, name=md.stem, root=root))
+    return found
+
+
+def lesson(assignment: str, root: Path = ROOT) -> Lesson:
+    """The lesson called ``assignment`` (e.g. "lesson01"), with a clear error if there is none."""
+    for item in all_lessons(root):
+        if item.assignment == assignment:
+            return item
+    known = ", ".join(item.assignment for item in all_lessons(root)) or "none"
+    raise SystemExit(f"no lesson called {assignment!r}; the lessons are: {known}")

@@ -1,0 +1,128 @@
+"""Planted mistakes: realistic bugs, each put into one solution cell of a solved lesson.
+
+They are data about a lesson, so they live beside its source, in
+``solutions/<lesson>/mistakes.yml`` (instructor side, never released). Two users read them here:
+the chain tests (each mistake must lose exactly the points of the test cells in ``fails``: the
+tests are neither too weak nor too strict) and the synthetic class of ``make grade-class``.
+
+Every mistake costs a whole notebook execution in nbgrader (~10 s of a core), so each lesson names
+in ``everyday`` the few that every ``make test`` grades; ``make test-mistakes`` grades them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from coursekit.course.cells import grade_id, is_solution
+from coursekit.course.lessons import ROOT, SOLUTIONS
+
+FILENAME = "mistakes.yml"
+_FIELDS = {"name", "cell", "old", "new", "fails", "why"}
+
+
+@dataclass(frozen=True)
+class Mistake:
+    lesson: str  # assignment, e.g. "lesson01"
+    name: str  # short id, used in the student's name in the gradebook
+    cell: str  # grade_id of the solution cell that gets the mistake
+    old: str  # text in that cell ...
+    new: str  # ... replaced by this
+    fails: frozenset[str]  # grade_ids of the test cells that must fail
+    why: str = ""
+
+    @property
+    def student(self) -> str:
+        return f"mistake-{self.lesson}-{self.name}"
+
+
+def _read(path: Path) -> tuple[list[Mistake], list[str]]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    lesson = path.parent.name
+    found = []
+    for entry in data.get("mistakes", []):
+        unknown = set(entry) - _FIELDS
+        missing = {"name", "cell", "old", "new", "fails"} - set(entry)
+        if unknown or missing:
+            raise ValueError(
+                f"{path}: mistake {entry.get('name')!r} has unknown fields {sorted(unknown)} "
+                f"or lacks {sorted(missing)}"
+            )
+        found.append(
+            Mistake(
+                lesson,
+                entry["name"],
+                entry["cell"],
+                entry["old"],
+                entry["new"],
+                frozenset(entry["fails"]),
+                entry.get("why", ""),
+            )
+        )
+    everyday = list(data.get("everyday", []))
+    unknown = [name for name in everyday if name not in {m.name for m in found}]
+    if unknown:
+        raise ValueError(f"{path}: everyday names no planted mistake: {unknown}")
+    return found, everyday
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted((root / SOLUTIONS).glob(f"lesson*/{FILENAME}"))
+
+
+def all_mistakes(root: Path = ROOT) -> list[Mistake]:
+    """Every lesson's planted mistakes, in lesson order."""
+    return [m for path in _files(root) for m in _read(path)[0]]
+
+
+def everyday_mistakes(root: Path = ROOT) -> list[Mistake]:
+    """The mistakes each lesson names in ``everyday``: what every ``make test`` grades."""
+    found = []
+    for path in _files(root):
+        mistakes, everyday = _read(path)
+        found += [m for m in mistakes if m.name in everyday]
+    return found
+
+
+def lesson_mistakes(assignment: str, root: Path = ROOT) -> list[Mistake]:
+    return [m for m in all_mistakes(root) if m.lesson == assignment]
+
+
+def fill_solutions(
+    student_nb: nbformat.NotebookNode,
+    solved_nb: nbformat.NotebookNode,
+    edits: dict[str, tuple[str, str]] | None = None,
+) -> nbformat.NotebookNode:
+    """The student edition with each solution cell answered as in ``solved_nb``.
+
+    That is what a learner who solved everything hands in. ``edits`` maps a solution cell's
+    grade_id to an (old, new) text replacement in it: how a mistake is planted.
+    """
+    edits = dict(edits or {})
+    answers = {grade_id(c): c.source for c in solved_nb.cells if is_solution(c)}
+    filled = nbformat.from_dict(student_nb)
+    for cell in filled.cells:
+        if not is_solution(cell):
+            continue
+        source = answers[grade_id(cell)]
+        if grade_id(cell) in edits:
+            old, new = edits.pop(grade_id(cell))
+            if old not in source:
+                raise ValueError(
+                    f"cannot plant the mistake in {grade_id(cell)}: {old!r} is not in it"
+                )
+            source = source.replace(old, new)
+        cell.source = source
+    if edits:
+        raise ValueError(f"no solution cells called {sorted(edits)}")
+    return filled
+
+
+def plant(
+    student_nb: nbformat.NotebookNode, solved_nb: nbformat.NotebookNode, mistake: Mistake
+) -> nbformat.NotebookNode:
+    """The solved lesson, handed in with ``mistake`` in it."""
+    return fill_solutions(student_nb, solved_nb, {mistake.cell: (mistake.old, mistake.new)})

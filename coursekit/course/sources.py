@@ -1,0 +1,67 @@
+"""Turn the solved lessons' MyST sources into the .ipynb files nbgrader reads.
+
+The .md file is the single source of a lesson (reviewable diffs, nbgrader metadata kept by
+jupytext). nbgrader only reads .ipynb, so the notebook is derived next to it, git-ignored,
+and rewritten only when the source changed. nbgrader_config.py calls ``sync_sources`` so that
+stock ``nbgrader`` commands work from the repo root on a fresh clone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+from coursekit.course.lessons import ROOT, all_lessons
+
+
+def source_to_notebook(md_path: Path) -> nbformat.NotebookNode:
+    """Read a lesson source; drop jupytext's own metadata, which would differ between versions."""
+    nb = jupytext.read(md_path)
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.metadata.setdefault("language_info", {"name": "python"})
+    _stable_cell_ids(nb)
+    return nb
+
+
+def _stable_cell_ids(nb: nbformat.NotebookNode) -> None:
+    """Cell ids that depend on the source only, so that regenerating changes nothing.
+
+    Graded cells are named by their grade_id; others by a hash of their text.
+    """
+    seen: set[str] = set()
+    for cell in nb.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        base = grade_id or "c-" + hashlib.sha1(cell.source.encode("utf-8")).hexdigest()[:10]
+        cell_id, n = base, 1
+        while cell_id in seen:
+            n += 1
+            cell_id = f"{base}-{n}"
+        seen.add(cell_id)
+        cell["id"] = cell_id
+
+
+def sync_sources(root: Path = ROOT) -> list[Path]:
+    """Write every stale solutions/<lesson>/<name>.ipynb; return the ones written."""
+    written = []
+    for item in all_lessons(root):
+        target = item.source_notebook
+        text = nbformat.writes(source_to_notebook(item.source)) + "\n"
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+            written.append(target)
+    return written
+
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT
+    for path in sync_sources(root):
+        print(f"wrote {path.relative_to(root)}")

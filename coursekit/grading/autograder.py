@@ -1,0 +1,335 @@
+"""nbgrader preprocessors that make ``nbgrader autograde`` safe for a real class.
+
+nbgrader_config.py puts them into nbgrader's own pipeline, so the stock commands get them too:
+
+* :class:`ScreenSubmission` (first in the sanitizing pass): screens the submitted notebook
+  (coursekit.grading.integrity) and repairs its graded cells, so that nothing a student does to
+  cell metadata can stop the run for everybody (stock nbgrader aborts the whole class on one cell
+  with a changed ``schema_version``) and a deleted test cell is put back and graded.
+* :class:`GuardedExecute` (replaces nbgrader's Execute): runs the notebook in the sandbox kernel
+  (coursekit.grading.sandbox); after every cell it has the guard (coursekit.grading.guard) put
+  back anything the tests rely on that the cell changed -- a test cell after which something had
+  to be put back earns nothing. When a cell kills the kernel (``os._exit``, ``exit()``, a
+  crash), ignores the timeout's interrupt, or breaks the guard, the kernel is replaced and the
+  notebook is run again without that cell, so the rest is graded; stock nbgrader drops the whole
+  submission.
+* :class:`HoldForReview` (after SaveAutoGrades): records what was found in the autograded
+  notebook's metadata (``coursekit.findings``) and, when something needs review, holds the
+  submission's points in the gradebook: every grade gets manual score 0 and "needs manual
+  grading", and the notebook is flagged. ``make accept LESSON=... STUDENT=...`` releases it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from pathlib import Path
+
+from nbclient.client import NotebookClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat import NotebookNode
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Integer
+
+from coursekit.grading import integrity
+from coursekit.grading.integrity import Finding
+from coursekit.grading.sandbox import SandboxKernelManager
+
+META = "coursekit"  # notebook metadata key for the findings
+
+
+def _reference(config, resources) -> integrity.Reference | None:
+    info = resources.get("nbgrader", {})
+    coursedir = CourseDirectory(config=config)
+    root = Path(coursedir.root)
+    try:
+        return integrity.Reference.from_course(
+            root,
+            info["assignment"],
+            info["notebook"],
+            coursedir.source_directory,
+            coursedir.release_directory,
+        )
+    except (KeyError, OSError):
+        return None
+
+
+class ScreenSubmission(NbGraderPreprocessor):
+    """Screen and repair the submitted notebook before nbgrader sanitizes it."""
+
+    def preprocess(self, nb, resources):
+        ref = _reference(self.config, resources)
+        if ref is None:
+            self.log.warning(
+                "coursekit: no source notebook to screen %s against", resources.get("nbgrader")
+            )
+            return nb, resources
+        findings = integrity.screen(nb, ref)
+        if not any(f.severity == "invalid" for f in findings):
+            nb = integrity.repair(nb, ref)
+        for finding in findings:
+            self.log.warning("coursekit: %s", finding)
+        nb.metadata[META] = {"findings": [f.to_dict() for f in findings]}
+        return nb, resources
+
+
+def _error(ename: str, evalue: str) -> NotebookNode:
+    return NotebookNode(
+        output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"]
+    )
+
+
+class _CellRejected(Exception):
+    def __init__(self, index: int, reason: str):
+        super().__init__(reason)
+        self.index, self.reason = index, reason
+
+
+_REASONS = {
+    "died": (
+        "KernelDied",
+        "the kernel died while this cell ran (os._exit, exit(), a crash or the memory "
+        "limit); the notebook was run again without this cell",
+    ),
+    "timeout": (
+        "CellTimeoutError",
+        "this cell ran past the {timeout} s limit and the kernel did not respond to "
+        "the interrupt; the kernel was restarted and the notebook run again without "
+        "this cell",
+    ),
+    "guard": (
+        "IntegrityError",
+        "after this cell the autograder could no longer check that the tests run "
+        "unmodified; the notebook was run again without this cell",
+    ),
+}
+
+
+class GuardedExecute(Execute):
+    """nbgrader's Execute with the sandbox kernel, the guard, and recovery from dead kernels."""
+
+    max_kernel_restarts = Integer(
+        3, help="kernels replaced per notebook before the rest is given up"
+    ).tag(config=True)
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
+        super().__init__(**kwargs)
+
+    def preprocess(self, nb, resources=None, km=None):
+        NotebookClient.__init__(self, nb, km)
+        self.shutdown_kernel = (
+            "immediate"  # a graded kernel has nothing to save; a stuck one is killed
+        )
+        self._check_assign_resources(resources)
+        ref = _reference(self.config, resources or {})
+        self._trusted = ref.trusted if ref else {}
+        self._findings = [
+            Finding.from_dict(f) for f in nb.metadata.get(META, {}).get("findings", [])
+        ]
+        rejected: dict[int, str] = {}
+        while True:
+            try:
+                self._run(rejected)
+                break
+            except _CellRejected as problem:
+                ename, evalue = _REASONS[problem.reason]
+                evalue = evalue.format(timeout=self.timeout)
+                self.nb.cells[problem.index].outputs.append(_error(ename, evalue))
+                rejected[problem.index] = problem.reason
+                self._note(
+                    "kernel-restarted" if problem.reason != "guard" else "guard-broken",
+                    "review" if problem.reason == "guard" else "note",
+                    evalue,
+                    problem.index,
+                )
+                if len(rejected) > self.max_kernel_restarts:
+                    self._give_up(problem.index)
+                    break
+        self.set_widgets_metadata()
+        self.resources.setdefault(META, {})["findings"] = [
+            f.to_dict() for f in dict.fromkeys(self._findings)
+        ]
+        return self.nb, self.resources
+
+    def on_cell_executed(self, **kwargs):
+        super().on_cell_executed(**kwargs)
+        payload = kwargs["execute_reply"].get("content", {}).get("payload", [])
+        # exit()/quit() reply normally and end the kernel a moment later: blame the right cell
+        self._asked_exit = any(
+            p.get("source") == "ask_exit" and not p.get("keepkernel") for p in payload
+        )
+
+    def _label(self, index: int) -> str:
+        meta = self.nb.cells[index].get("metadata", {}).get("nbgrader", {})
+        return meta.get("grade_id") or f"cell {index + 1}"
+
+    def _note(self, kind: str, severity: str, message: str, index: int) -> None:
+        self._findings.append(Finding(kind, severity, message, self._label(index)))
+
+    def _give_up(self, after: int) -> None:
+        for cell in self.nb.cells[after + 1 :]:
+            if cell.cell_type == "code" and cell.source.strip():
+                cell.outputs = [
+                    _error(
+                        "NotRun",
+                        f"not run: the kernel had to be replaced more than "
+                        f"{self.max_kernel_restarts} times",
+                    )
+                ]
+
+    def _guard(self, expression: str) -> dict | None:
+        """Evaluate a guard call in the kernel as a user expression (no input transformer
+        applies)."""
+        msg_id = self.kc.execute(
+            "", silent=True, store_history=False, user_expressions={"guard": expression}
+        )
+        reply = self.wait_for_reply(msg_id)
+        try:
+            result = reply["content"]["user_expressions"]["guard"]
+            return json.loads(ast.literal_eval(result["data"]["text/plain"]))
+        except (TypeError, KeyError, ValueError, SyntaxError):
+            return None
+
+    def _run(self, rejected: dict[int, str]) -> None:
+        guard = "__import__('coursekit.grading.guard').grading.guard"
+        with self.setup_kernel():
+            info = self.wait_for_reply(self.kc.kernel_info())
+            self.nb.metadata["language_info"] = info["content"]["language_info"]
+            trusted = json.dumps(json.dumps(self._trusted))
+            self._guard(f"{guard}.trust(__import__('json').loads({trusted})) or '{{}}'")
+            first = self._guard(f"{guard}.check()")
+            token = first.get("token") if first else None
+            if token is None:
+                raise RuntimeError(
+                    "the grading sandbox did not start its guard (coursekit.grading.sandbox)"
+                )
+            for index, cell in enumerate(self.nb.cells):
+                if cell.cell_type != "code" or index in rejected:
+                    continue
+                try:
+                    self._asked_exit = False
+                    self.execute_cell(cell, index, store_history=True)
+                    if self._asked_exit:
+                        raise DeadKernelError("the cell asked the kernel to exit")
+                    report = self._guard(f"{guard}.check()")
+                except DeadKernelError:
+                    raise _CellRejected(index, "died") from None
+                except CellTimeoutError:
+                    raise _CellRejected(index, "timeout") from None
+                if report is None or report.get("token") != token:
+                    raise _CellRejected(index, "guard")
+                self._after_cell(index, cell, report)
+
+    def _after_cell(self, index: int, cell, report: dict) -> None:
+        graded = cell.get("metadata", {}).get("nbgrader", {}).get("grade", False)
+        if report.get("tampered"):
+            what = "; ".join(report["tampered"][:5])
+            self._note(
+                "tampering", "review", f"changed what the tests rely on (put back): {what}", index
+            )
+            if graded:
+                cell.outputs.append(
+                    _error(
+                        "IntegrityError",
+                        f"the tests' helpers were changed while this test "
+                        f"ran ({what}); it earns no points",
+                    )
+                )
+        for what in report.get("blocked", []):
+            self._note("sandbox-refused", "review", f"the sandbox refused {what}", index)
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "error":
+                continue
+            if output.get("ename") == "MemoryError" or "can't allocate memory" in str(
+                output.get("evalue", "")
+            ):
+                self._note("memory-limit", "note", "ran out of the kernel's memory limit", index)
+            elif output.get("ename") == "CellTimeoutError" and "restarted" not in output.get(
+                "evalue", ""
+            ):
+                self._note(
+                    "timeout", "note", f"interrupted after the {self.timeout} s limit", index
+                )
+            elif output.get("ename") == "SystemExit":
+                self._note("system-exit", "note", "raised SystemExit (sys.exit)", index)
+
+
+def submission_digest(path: Path) -> str:
+    """sha256 of a submitted notebook: what an instructor's acceptance refers to."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def accepted_path(root: Path, assignment: str) -> Path:
+    return Path(root) / "reports" / assignment / "accepted.json"
+
+
+def load_accepted(root: Path, assignment: str) -> dict[str, str]:
+    path = accepted_path(root, assignment)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def hold(gradebook: Gradebook, assignment: str, notebook: str, student: str) -> None:
+    """Withhold a submission's points until reviewed: manual score 0 on every grade, flagged."""
+    submission = gradebook.find_submission_notebook(notebook, assignment, student)
+    submission.flagged = True
+    for grade in submission.grades:
+        grade.manual_score = 0.0
+        grade.needs_manual_grade = True
+    gradebook.db.commit()
+
+
+def release(gradebook: Gradebook, assignment: str, notebook: str, student: str) -> bool:
+    """Undo :func:`hold` (the notebook is flagged and no grade has a manual score but 0):
+    the autograder's scores count again. Returns whether there was a hold to release."""
+    submission = gradebook.find_submission_notebook(notebook, assignment, student)
+    if not submission.flagged or any(g.manual_score not in (None, 0) for g in submission.grades):
+        return False
+    submission.flagged = False
+    for grade in submission.grades:
+        grade.manual_score = None
+        grade.needs_manual_grade = grade.auto_score is None
+    gradebook.db.commit()
+    return True
+
+
+class HoldForReview(NbGraderPreprocessor):
+    """Record the findings in the autograded notebook and hold the points of a suspicious one."""
+
+    def preprocess(self, nb, resources):
+        findings = [Finding.from_dict(f) for f in resources.get(META, {}).get("findings", [])]
+        info = resources["nbgrader"]
+        coursedir = CourseDirectory(config=self.config)
+        submitted = Path(
+            coursedir.format_path(
+                coursedir.submitted_directory, info["student"], info["assignment"]
+            )
+        )
+        path = submitted / f"{info['notebook']}.ipynb"
+        digest = submission_digest(path) if path.exists() else ""
+        accepted = (
+            load_accepted(Path(coursedir.root), info["assignment"]).get(info["student"]) == digest
+        )
+        held = integrity.worst(findings) in ("invalid", "review") and not accepted
+        nb.metadata[META] = {
+            "findings": [f.to_dict() for f in findings],
+            "held": held,
+            "accepted": accepted,
+            "sha256": digest,
+        }
+        with Gradebook(info["db_url"]) as gradebook:
+            try:
+                if held:
+                    hold(gradebook, info["assignment"], info["notebook"], info["student"])
+                    self.log.warning("coursekit: points of %s held for review", info["student"])
+                elif release(gradebook, info["assignment"], info["notebook"], info["student"]):
+                    self.log.warning(
+                        "coursekit: the hold on %s was released (nothing to review now)",
+                        info["student"],
+                    )
+            except MissingEntry:
+                self.log.error("coursekit: no gradebook entry for %s", info)
+        return nb, resources

@@ -1,0 +1,346 @@
+"""The kernel that runs submissions while grading: ipykernel with limits and guards.
+
+nbgrader_config.py makes nbgrader start every grading kernel with :class:`SandboxKernelManager`,
+which launches ``python -m coursekit.grading.sandbox -f CONNECTION_FILE`` (whatever kernel the
+submitted notebook names). Before the kernel serves its first cell, this launcher:
+
+* limits the kernel's memory (``RLIMIT_DATA``, default 4 GiB: an allocation beyond it raises
+  ``MemoryError`` in that cell, and the machine is never exhausted; unlike ``RLIMIT_AS`` it does
+  not count address space that is only reserved, so ``import torch`` and CUDA are unaffected),
+  its CPU time, the size of files it writes, and core dumps;
+* pins the number of threads (``COURSE_SANDBOX_THREADS``) so that parallel grading does not
+  oversubscribe the cores, and drops environment variables other than the usual ones (the
+  grader's secrets, if any, are not visible to submissions);
+* imports numpy, torch, matplotlib and the reference library, and snapshots what the tests rely
+  on (coursekit.grading.guard);
+* installs an audit hook (PEP 578) that refuses, with a PermissionError in the offending cell:
+  reading or listing the course directory (the solutions, the gradebook, other students' work,
+  any notebook: the one being graded holds the hidden tests) outside the reference library, the
+  grader's home folder (but for caches and configuration) and other processes' /proc entries;
+  writing anywhere but the submission's own folder and temporary folders; starting processes;
+  signalling other processes; opening databases or network connections; loading native code.
+
+The limits are in the kernel process, so they hold for anything it runs. The audit hook and the
+guard run inside the kernel too: they stop the attacks the course's tests exercise, not a
+determined attacker with arbitrary code (Python's audit hooks are not a security boundary). For
+a class you do not trust at all, also run grading as an unprivileged user in a container.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from jupyter_client.kernelspec import KernelSpec
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import Integer, List, Unicode
+
+ENV_MEMORY = "COURSE_SANDBOX_MEMORY_MB"
+ENV_CPU = "COURSE_SANDBOX_CPU_SECONDS"
+ENV_THREADS = "COURSE_SANDBOX_THREADS"
+ENV_PROTECT = "COURSE_SANDBOX_PROTECT"  # os.pathsep-separated folders the kernel may not touch
+ENV_ALLOW = "COURSE_SANDBOX_ALLOW"  # ... except these inside them (the library, the tooling)
+
+# Environment variables a kernel keeps (prefixes); everything else is dropped.
+_KEEP_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_",
+    "TZ",
+    "TMP",
+    "TEMP",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "PYTHON",
+    "VIRTUAL_ENV",
+    "CONDA",
+    "JPY_",
+    "JUPYTER",
+    "IPYTHON",
+    "MPL",
+    "XDG_",
+    "CUDA",
+    "NVIDIA",
+    "LD_LIBRARY_PATH",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "COURSE_",
+    "NBGRADER_",
+)
+
+_PROCESS_EVENTS = {
+    "subprocess.Popen",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.fork",
+    "os.forkpty",
+    "pty.spawn",
+    "os.startfile",
+}
+_PATH_WRITE_EVENTS = {
+    "os.remove": 1,
+    "os.rmdir": 1,
+    "os.mkdir": 1,
+    "os.chmod": 1,
+    "os.chown": 1,
+    "os.utime": 1,
+    "os.truncate": 1,
+    "shutil.rmtree": 1,
+    "os.rename": 2,
+}
+_LIST_EVENTS = {"os.listdir", "os.scandir", "glob.glob"}
+_DENIED_EVENTS = {
+    "os.symlink",
+    "os.link",
+    "ctypes.dlopen",
+    "ctypes.dlsym",
+    "ctypes.call_function",
+    "ctypes.cdata",
+    "socket.connect",
+    "socket.bind",
+    "socket.sendto",
+    "socket.sendmsg",
+    "gc.get_objects",
+    "gc.get_referrers",
+    "gc.get_referents",
+    "sys.addaudithook",
+    "sys.remote_exec",
+    "sqlite3.enable_load_extension",
+}
+
+
+def _inside(path: str, folders: list[str]) -> bool:
+    return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
+
+
+def make_audit_hook(
+    protected: list[str], allowed: list[str], writable: list[str], blocked: list[str]
+):
+    """The audit hook: a closure over its policy, so submitted code cannot reach and relax it."""
+    own_pid = os.getpid()
+    join, realpath, getcwd, fspath = os.path.join, os.path.realpath, os.getcwd, os.fspath
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+    def resolve(path) -> str | None:
+        if isinstance(path, int) or path is None:
+            return None
+        try:
+            path = fspath(path)
+            if isinstance(path, bytes):
+                path = path.decode(errors="replace")
+            return realpath(join(getcwd(), path))
+        except (TypeError, ValueError, OSError):
+            return "?"
+
+    def refuse(what: str):
+        blocked.append(what)
+        raise PermissionError(f"not allowed while grading: {what}")
+
+    def check_read(path: str, what: str) -> None:
+        if path == "?" or (_inside(path, protected) and not _inside(path, allowed)):
+            refuse(what)
+        parts = path.split(os.sep)
+        if (
+            len(parts) > 3
+            and parts[1] == "proc"
+            and parts[2].isdigit()
+            and int(parts[2]) != own_pid
+            and parts[3] not in ("stat", "status")
+        ):
+            refuse(what)  # another process's environment, command line, memory, files
+        if path.endswith(".ipynb") and _inside(path, protected + writable[:1]):
+            refuse(what)  # the notebook being graded holds the hidden tests
+
+    def check_write(path: str, what: str) -> None:
+        if (
+            path == "?"
+            or not _inside(path, writable)
+            or (_inside(path, protected) and not _inside(path, writable[:1]))
+        ):
+            refuse(what)
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "open":
+            path = resolve(args[0])
+            if path is None:
+                return
+            mode, flags = args[1], args[2] if len(args) > 2 else 0
+            writing = (
+                any(c in mode for c in "wax+")
+                if isinstance(mode, str)
+                else bool((flags or 0) & write_flags)
+            )
+            what = f"open({args[0]!r}{', ' + repr(mode) if mode else ''})"
+            (check_write if writing else check_read)(path, what)
+        elif event in _PATH_WRITE_EVENTS:
+            for arg in args[: _PATH_WRITE_EVENTS[event]]:
+                path = resolve(arg)
+                if path is not None:
+                    check_write(path, f"{event}({arg!r})")
+        elif event in _LIST_EVENTS:
+            path = resolve(args[0] if args and args[0] is not None else ".")
+            if path is not None:
+                check_read(path, f"{event}({args[0]!r})")
+        elif event in _PROCESS_EVENTS:
+            refuse(f"starting a process ({event})")
+        elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
+            if event != "os.kill" or not args or args[0] != own_pid:
+                refuse(f"{event}{args!r}: signalling another process")
+        elif event == "sqlite3.connect":
+            if args and args[0] not in (":memory:", b":memory:", ""):
+                refuse(f"sqlite3.connect({args[0]!r})")
+        elif event in _DENIED_EVENTS:
+            refuse(event)
+
+    return hook
+
+
+def _lower(limit: int, soft: int, hard: int | None = None) -> None:
+    """Lower a resource limit (never above what the system already allows)."""
+    _, current = resource.getrlimit(limit)
+    hard = soft if hard is None else hard
+    if current != resource.RLIM_INFINITY:
+        soft, hard = min(soft, current), min(hard, current)
+    resource.setrlimit(limit, (soft, hard))
+
+
+def _limits() -> None:
+    memory = int(os.environ.get(ENV_MEMORY, "4096"))
+    cpu = int(os.environ.get(ENV_CPU, "900"))
+    if memory > 0:
+        _lower(resource.RLIMIT_DATA, memory * 2**20)
+    if cpu > 0:
+        _lower(resource.RLIMIT_CPU, cpu, cpu + 10)  # SIGXCPU at the soft limit ends the kernel
+    _lower(resource.RLIMIT_CORE, 0)
+    _lower(resource.RLIMIT_FSIZE, 256 * 2**20)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails (EFBIG), no kill
+
+
+def _environment() -> None:
+    for name in list(os.environ):
+        if not name.startswith(_KEEP_ENV):
+            del os.environ[name]
+    threads = os.environ.get(ENV_THREADS)
+    if threads:
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[name] = threads
+
+
+def _folders(variable: str) -> list[str]:
+    return [os.path.realpath(p) for p in os.environ.get(variable, "").split(os.pathsep) if p]
+
+
+def main(argv: list[str]) -> None:
+    _limits()
+    _environment()
+    from ipykernel.kernelapp import IPKernelApp
+
+    app = IPKernelApp.instance()
+    app.initialize(argv)
+    # Trusted start-up: what the lessons import, then the snapshot the guard compares against.
+    import matplotlib.pyplot  # noqa: F401 -- registers the inline backend's hooks now
+    import numpy  # noqa: F401
+    import torch
+
+    if os.environ.get(ENV_THREADS):
+        torch.set_num_threads(int(os.environ[ENV_THREADS]))
+    torch.cuda.is_available()  # loads the GPU driver, if any, before native loading is refused
+    from coursekit.grading import guard
+
+    guard.install(shell=app.shell, kernel=app.kernel)
+    cwd = os.path.realpath(os.getcwd())
+    home = os.path.realpath(os.path.expanduser("~"))
+    library = [
+        str(Path(sys.modules["attention_ref"].__file__).resolve().parent),
+        str(Path(guard.__file__).resolve().parents[1]),
+    ]  # coursekit itself
+    # Besides the course: the grader's home (keys, tokens) and other processes
+    # (/proc/<pid>/environ).
+    protected = _folders(ENV_PROTECT) + [home]
+    allowed = (
+        library
+        + _folders(ENV_ALLOW)
+        + [
+            os.path.realpath(sys.prefix),
+            os.path.realpath(sys.base_prefix),
+            cwd,
+            *(
+                os.path.join(home, p)
+                for p in (
+                    ".cache",
+                    ".config/matplotlib",
+                    ".matplotlib",
+                    ".ipython",
+                    ".local/lib",
+                    ".local/share/jupyter",
+                    ".pyenv",
+                    ".conda",
+                )
+            ),
+        ]
+    )
+    writable = [cwd, os.path.realpath(tempfile.gettempdir()), os.path.join(home, ".cache")]
+    blocked: list[str] = []
+    guard._state["blocked"] = blocked
+    sys.addaudithook(make_audit_hook(protected, allowed, writable, blocked))
+    app.start()
+
+
+class SandboxKernelManager(AsyncKernelManager):
+    """Starts :mod:`coursekit.grading.sandbox` whatever kernel the notebook asks for (a submission
+    could name any kernel in its metadata), with the limits configured here."""
+
+    memory_limit_mb = Integer(4096, help="RLIMIT_DATA of a grading kernel, in MiB (0: none)").tag(
+        config=True
+    )
+    cpu_limit_s = Integer(900, help="CPU seconds a grading kernel may use (0: no limit)").tag(
+        config=True
+    )
+    threads = Integer(0, help="threads for torch/BLAS in a grading kernel (0: their default)").tag(
+        config=True
+    )
+    protected_paths = List(
+        Unicode(),
+        help="folders a grading kernel may not read or write, besides the "
+        "course (the folder nbgrader runs in) and this repository",
+    ).tag(config=True)
+
+    def __init__(self, **kwargs):
+        kwargs["kernel_name"] = "python3"
+        super().__init__(**kwargs)
+
+    @property
+    def kernel_spec(self) -> KernelSpec:
+        if self._kernel_spec is None:
+            from coursekit.course.lessons import ROOT
+
+            threads = self.threads or int(os.environ.get(ENV_THREADS, "0") or 0)
+            protect = [os.getcwd(), str(ROOT), *self.protected_paths]
+            env = {
+                ENV_MEMORY: str(self.memory_limit_mb),
+                ENV_CPU: str(self.cpu_limit_s),
+                ENV_PROTECT: os.pathsep.join(protect),
+            }
+            if threads:
+                env[ENV_THREADS] = str(threads)
+            self._kernel_spec = KernelSpec(
+                argv=[sys.executable, "-m", "coursekit.grading.sandbox", "-f", "{connection_file}"],
+                display_name="Python 3 (grading sandbox)",
+                language="python",
+                env=env,
+            )
+        return self._kernel_spec
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,34 @@
+"""Generate the student edition of lessons into notebooks/ with stock nbgrader.
+
+``python -m coursekit.publishing.release [lesson01 ...]`` (all lessons when none is named). The
+learner's own copies live in work/ and are never touched here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from coursekit.course.lessons import ROOT, all_lessons, lesson
+from coursekit.course.nbgrader_cli import nbgrader
+from coursekit.course.sources import sync_sources
+
+
+def release(assignment: str, root: Path = ROOT) -> None:
+    """nbgrader generate_assignment: strip solutions and hidden tests, clear outputs."""
+    result = nbgrader("generate_assignment", assignment, "--force", "--no-db", root=root)
+    if result.returncode != 0:
+        raise SystemExit(f"nbgrader generate_assignment {assignment} failed:\n{result.stderr}")
+
+
+def main(argv: list[str]) -> None:
+    sync_sources()
+    names = argv or [item.assignment for item in all_lessons()]
+    for name in names:
+        item = lesson(name)
+        release(item.assignment)
+        print(f"wrote {item.student_notebook.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
