@@ -19,6 +19,7 @@ import pytest
 from coursekit.course.lessons import Lesson
 from coursekit.course.mistakes import fill_solutions, plant
 from coursekit.grading import tempcourse as grading
+from coursekit.grading.results import read_results
 
 from .selection import selected_lessons, selected_mistakes
 
@@ -39,7 +40,7 @@ def _grade_lesson(root: Path, lesson: Lesson) -> tuple[Path, dict]:
         planted = plant(student_nb, solved_nb, mistake)
         grading.submit(course, mistake.student, lesson, planted)
     grading.autograde(course, lesson, *KERNEL_OPTIONS)
-    return course, grading.results(course, lesson)
+    return course, read_results(course, lesson)
 
 
 @pytest.fixture(scope="session")

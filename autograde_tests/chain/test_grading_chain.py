@@ -72,7 +72,7 @@ def test_honest_submissions_are_never_held_for_review(graded):
     """Solved, blank and planted mistakes do nothing the grader's guards object to (a lesson whose
     own code trips the screening, the sandbox or the guard would have every student held)."""
     for (assignment, student), result in graded.items():
-        suspicious = [f for f in result.findings if not f.startswith("[note]")]
+        suspicious = [str(f) for f in result.findings if f.severity != "note"]
         assert not result.held and not suspicious, f"{assignment} {student}: {suspicious}"
 
 

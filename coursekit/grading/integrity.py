@@ -31,6 +31,7 @@ from pathlib import Path
 import nbformat
 
 SEVERITIES = ("invalid", "review", "note")
+META = "coursekit"  # the notebook metadata key under which the grader records its findings
 
 
 @dataclass(frozen=True)
