@@ -84,6 +84,7 @@ def hostile(tmp_path_factory) -> HostileClass:
     ledger = course / "reports" / LESSON.assignment / "ledger.json"
     log = (course / "interrupted-run.log").open("w")
     run = subprocess.Popen(
+        # small batches: little work lost to the kill
         [
             sys.executable,
             "-m",
@@ -94,7 +95,7 @@ def hostile(tmp_path_factory) -> HostileClass:
             "--batch",
             "2",
             *OPTIONS,
-        ],  # small batches: little work lost to the kill
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -33,6 +33,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 
+from coursekit.course.cells import grade_id, is_graded
 from coursekit.grading import integrity
 from coursekit.grading.holds import hold, is_accepted, release
 from coursekit.grading.integrity import META, Finding
@@ -162,8 +163,7 @@ class GuardedExecute(Execute):
         )
 
     def _label(self, index: int) -> str:
-        meta = self.nb.cells[index].get("metadata", {}).get("nbgrader", {})
-        return meta.get("grade_id") or f"cell {index + 1}"
+        return grade_id(self.nb.cells[index]) or f"cell {index + 1}"
 
     def _note(self, kind: str, severity: str, message: str, index: int) -> None:
         self._findings.append(Finding(kind, severity, message, self._label(index)))
@@ -223,7 +223,7 @@ class GuardedExecute(Execute):
                 self._after_cell(index, cell, report)
 
     def _after_cell(self, index: int, cell, report: dict) -> None:
-        graded = cell.get("metadata", {}).get("nbgrader", {}).get("grade", False)
+        graded = is_graded(cell)
         if report.get("tampered"):
             what = "; ".join(report["tampered"][:5])
             self._note(
