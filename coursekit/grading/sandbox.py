@@ -37,13 +37,17 @@ from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Integer, List, Unicode
+from traitlets import Bool, Enum, Integer, List, Unicode
+
+from coursekit.grading import bwrap
 
 ENV_MEMORY = "COURSE_SANDBOX_MEMORY_MB"
 ENV_CPU = "COURSE_SANDBOX_CPU_SECONDS"
 ENV_THREADS = "COURSE_SANDBOX_THREADS"
 ENV_PROTECT = "COURSE_SANDBOX_PROTECT"  # os.pathsep-separated folders the kernel may not touch
 ENV_ALLOW = "COURSE_SANDBOX_ALLOW"  # ... except these inside them (the library, the tooling)
+ENV_PROCESSES = "COURSE_SANDBOX_PROCESSES"  # processes a kernel may start (bubblewrap only)
+ENV_AUDIT = "COURSE_SANDBOX_AUDIT"  # "0": no audit hook (tests of the OS boundary alone)
 
 # Environment variables a kernel keeps (prefixes); everything else is dropped.
 _KEEP_ENV = (
@@ -123,13 +127,9 @@ def _inside(path: str, folders: list[str]) -> bool:
     return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
 
 
-def make_audit_hook(
-    protected: list[str], allowed: list[str], writable: list[str], blocked: list[str]
-):
-    """The audit hook: a closure over its policy, so submitted code cannot reach and relax it."""
-    own_pid = os.getpid()
+def _resolver():
+    """path -> its real absolute path (None for a descriptor, "?" when it cannot be known)."""
     join, realpath, getcwd, fspath = os.path.join, os.path.realpath, os.getcwd, os.fspath
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
     def resolve(path) -> str | None:
         if isinstance(path, int) or path is None:
@@ -142,9 +142,12 @@ def make_audit_hook(
         except (TypeError, ValueError, OSError):
             return "?"
 
-    def refuse(what: str):
-        blocked.append(what)
-        raise PermissionError(f"not allowed while grading: {what}")
+    return resolve
+
+
+def _path_checks(protected, allowed, writable, refuse):
+    """check_read(path, what) and check_write(path, what): refuse what the policy forbids."""
+    own_pid = os.getpid()
 
     def check_read(path: str, what: str) -> None:
         if path == "?" or (_inside(path, protected) and not _inside(path, allowed)):
@@ -169,28 +172,60 @@ def make_audit_hook(
         ):
             refuse(what)
 
+    return check_read, check_write
+
+
+def _file_events(resolve, check_read, check_write):
+    """The hook's part for files: opening, changing and listing paths."""
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+    def on_open(args: tuple) -> None:
+        path = resolve(args[0])
+        if path is None:
+            return
+        mode, flags = args[1], args[2] if len(args) > 2 else 0
+        writing = (
+            any(c in mode for c in "wax+")
+            if isinstance(mode, str)
+            else bool((flags or 0) & write_flags)
+        )
+        what = f"open({args[0]!r}{', ' + repr(mode) if mode else ''})"
+        (check_write if writing else check_read)(path, what)
+
+    def on_change(event: str, args: tuple) -> None:
+        for arg in args[: _PATH_WRITE_EVENTS[event]]:
+            path = resolve(arg)
+            if path is not None:
+                check_write(path, f"{event}({arg!r})")
+
+    def on_list(event: str, args: tuple) -> None:
+        path = resolve(args[0] if args and args[0] is not None else ".")
+        if path is not None:
+            check_read(path, f"{event}({args[0]!r})")
+
+    return on_open, on_change, on_list
+
+
+def make_audit_hook(
+    protected: list[str], allowed: list[str], writable: list[str], blocked: list[str]
+):
+    """The audit hook: a closure over its policy, so submitted code cannot reach and relax it."""
+    own_pid = os.getpid()
+
+    def refuse(what: str):
+        blocked.append(what)
+        raise PermissionError(f"not allowed while grading: {what}")
+
+    check_read, check_write = _path_checks(protected, allowed, writable, refuse)
+    on_open, on_change, on_list = _file_events(_resolver(), check_read, check_write)
+
     def hook(event: str, args: tuple) -> None:
         if event == "open":
-            path = resolve(args[0])
-            if path is None:
-                return
-            mode, flags = args[1], args[2] if len(args) > 2 else 0
-            writing = (
-                any(c in mode for c in "wax+")
-                if isinstance(mode, str)
-                else bool((flags or 0) & write_flags)
-            )
-            what = f"open({args[0]!r}{', ' + repr(mode) if mode else ''})"
-            (check_write if writing else check_read)(path, what)
+            on_open(args)
         elif event in _PATH_WRITE_EVENTS:
-            for arg in args[: _PATH_WRITE_EVENTS[event]]:
-                path = resolve(arg)
-                if path is not None:
-                    check_write(path, f"{event}({arg!r})")
+            on_change(event, args)
         elif event in _LIST_EVENTS:
-            path = resolve(args[0] if args and args[0] is not None else ".")
-            if path is not None:
-                check_read(path, f"{event}({args[0]!r})")
+            on_list(event, args)
         elif event in _PROCESS_EVENTS:
             refuse(f"starting a process ({event})")
         elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
@@ -226,6 +261,18 @@ def _limits() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails (EFBIG), no kill
 
 
+def _limit_processes(threads: int) -> None:
+    """In bubblewrap the kernel's uid is its own (or its user namespace is): RLIMIT_NPROC then
+    counts this kernel's processes and threads alone. It may keep what it has, grow the thread
+    pools torch and OpenMP start on first use, and start ENV_PROCESSES more; a fork bomb gets
+    EAGAIN. (Not in the Python-only sandbox: there the grader's own processes would count.)"""
+    extra = os.environ.get(ENV_PROCESSES)
+    if extra is None:
+        return
+    tasks = len(os.listdir(f"/proc/{os.getpid()}/task"))
+    _lower(resource.RLIMIT_NPROC, tasks + 2 * threads + int(extra))
+
+
 def _environment() -> None:
     for name in list(os.environ):
         if not name.startswith(_KEEP_ENV):
@@ -236,8 +283,29 @@ def _environment() -> None:
             os.environ[name] = threads
 
 
+def kernel_environment(extra: dict[str, str]) -> dict[str, str]:
+    """The environment a grading kernel starts with: the usual variables of this one (not the
+    grader's secrets, if any), and ``extra``."""
+    return {k: v for k, v in os.environ.items() if k.startswith(_KEEP_ENV)} | extra
+
+
 def _folders(variable: str) -> list[str]:
     return [os.path.realpath(p) for p in os.environ.get(variable, "").split(os.pathsep) if p]
+
+
+def _policy(home: str, library: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(protected, allowed, writable) folders of the audit hook, from this kernel's view."""
+    cwd = os.path.realpath(os.getcwd())
+    # Besides the course: the grader's home (keys, tokens); other processes' /proc entries are
+    # refused by the hook itself.
+    protected = _folders(ENV_PROTECT) + [home]
+    caches = (".cache", ".config/matplotlib", ".matplotlib", ".ipython", ".local/lib")
+    caches += (".local/share/jupyter", ".pyenv", ".conda")
+    allowed = library + _folders(ENV_ALLOW)
+    allowed += [os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), cwd]
+    allowed += [os.path.join(home, p) for p in caches]
+    writable = [cwd, os.path.realpath(tempfile.gettempdir()), os.path.join(home, ".cache")]
+    return protected, allowed, writable
 
 
 def main(argv: list[str]) -> None:
@@ -258,48 +326,27 @@ def main(argv: list[str]) -> None:
     from coursekit.grading import guard
 
     guard.install(shell=app.shell, kernel=app.kernel)
-    cwd = os.path.realpath(os.getcwd())
     home = os.path.realpath(os.path.expanduser("~"))
-    # coursekit itself
     library = [
         str(Path(sys.modules["attention_ref"].__file__).resolve().parent),
-        str(Path(guard.__file__).resolve().parents[1]),
+        str(Path(guard.__file__).resolve().parents[1]),  # coursekit itself
     ]
-    # Besides the course: the grader's home (keys, tokens) and other processes
-    # (/proc/<pid>/environ).
-    protected = _folders(ENV_PROTECT) + [home]
-    allowed = (
-        library
-        + _folders(ENV_ALLOW)
-        + [
-            os.path.realpath(sys.prefix),
-            os.path.realpath(sys.base_prefix),
-            cwd,
-            *(
-                os.path.join(home, p)
-                for p in (
-                    ".cache",
-                    ".config/matplotlib",
-                    ".matplotlib",
-                    ".ipython",
-                    ".local/lib",
-                    ".local/share/jupyter",
-                    ".pyenv",
-                    ".conda",
-                )
-            ),
-        ]
-    )
-    writable = [cwd, os.path.realpath(tempfile.gettempdir()), os.path.join(home, ".cache")]
     blocked: list[str] = []
     guard._state["blocked"] = blocked
-    sys.addaudithook(make_audit_hook(protected, allowed, writable, blocked))
+    _limit_processes(torch.get_num_threads())
+    if os.environ.get(ENV_AUDIT, "1") != "0":
+        sys.addaudithook(make_audit_hook(*_policy(home, library), blocked))
     app.start()
+
+
+PYTHON_ONLY = "python-only"
+BUBBLEWRAP = "bubblewrap"
 
 
 class SandboxKernelManager(AsyncKernelManager):
     """Starts :mod:`coursekit.grading.sandbox` whatever kernel the notebook asks for (a submission
-    could name any kernel in its metadata), with the limits configured here."""
+    could name any kernel in its metadata), with the limits configured here, inside bubblewrap
+    (coursekit.grading.bwrap) unless the Python-only sandbox was explicitly accepted."""
 
     memory_limit_mb = Integer(4096, help="RLIMIT_DATA of a grading kernel, in MiB (0: none)").tag(
         config=True
@@ -315,32 +362,96 @@ class SandboxKernelManager(AsyncKernelManager):
         help="folders a grading kernel may not read or write, besides the "
         "course (the folder nbgrader runs in) and this repository",
     ).tag(config=True)
+    sandbox = Enum(
+        [BUBBLEWRAP, PYTHON_ONLY],
+        BUBBLEWRAP,
+        help="bubblewrap: every kernel behind an operating-system boundary (no network, own PID "
+        "namespace and uid, only the environment and its own folder); grading refuses to start "
+        "where it cannot run. python-only: accept the weaker in-process sandbox instead",
+    ).tag(config=True)
+    max_processes = Integer(
+        16, help="processes a grading kernel may start beyond its own threads (bubblewrap only)"
+    ).tag(config=True)
+    audit_hook = Bool(
+        True,
+        help="the in-process audit hook; the tests turn it off to prove what the "
+        "operating-system boundary stops on its own",
+    ).tag(config=True)
 
     def __init__(self, **kwargs):
         kwargs["kernel_name"] = "python3"
         super().__init__(**kwargs)
+        self._box: bwrap.Box | None = None
+
+    @property
+    def sandbox_description(self) -> str:
+        """Which sandbox graded with this manager, as the report says it."""
+        if self.sandbox == PYTHON_ONLY:
+            return "python-only (accepted by the instructor)"
+        return bwrap.describe()
 
     @property
     def kernel_spec(self) -> KernelSpec:
         if self._kernel_spec is None:
-            from coursekit.course.lessons import ROOT
-
-            threads = self.threads or int(os.environ.get(ENV_THREADS, "0") or 0)
-            protect = [os.getcwd(), str(ROOT), *self.protected_paths]
-            env = {
-                ENV_MEMORY: str(self.memory_limit_mb),
-                ENV_CPU: str(self.cpu_limit_s),
-                ENV_PROTECT: os.pathsep.join(protect),
-            }
-            if threads:
-                env[ENV_THREADS] = str(threads)
             self._kernel_spec = KernelSpec(
                 argv=[sys.executable, "-m", "coursekit.grading.sandbox", "-f", "{connection_file}"],
                 display_name="Python 3 (grading sandbox)",
                 language="python",
-                env=env,
+                env=self._spec_env(),
+                # bubblewrap's own process would die of a SIGINT sent to the kernel's process
+                # group: the kernel is asked to interrupt itself over its control socket instead
+                interrupt_mode="message" if self.sandbox == BUBBLEWRAP else "signal",
             )
         return self._kernel_spec
+
+    def _spec_env(self) -> dict[str, str]:
+        from coursekit.course.lessons import ROOT
+
+        threads = self.threads or int(os.environ.get(ENV_THREADS, "0") or 0)
+        home = os.path.realpath(os.path.expanduser("~"))
+        protect = [os.getcwd(), str(ROOT), home, *self.protected_paths]
+        env = {
+            ENV_MEMORY: str(self.memory_limit_mb),
+            ENV_CPU: str(self.cpu_limit_s),
+            ENV_PROTECT: os.pathsep.join(protect),
+            ENV_AUDIT: "1" if self.audit_hook else "0",
+        }
+        if threads:
+            env[ENV_THREADS] = str(threads)
+        if self.sandbox == BUBBLEWRAP:
+            env[ENV_PROCESSES] = str(self.max_processes)
+        return env
+
+    async def _async_pre_start_kernel(self, **kw):
+        """In bubblewrap: a box for this kernel, and the connection over Unix sockets in it (the
+        kernel has no network to reach the grader over TCP)."""
+        if self.sandbox == BUBBLEWRAP:
+            self._close_box()
+            self._box = bwrap.Box.create(Path(kw.get("cwd") or os.getcwd()))
+            self.transport = "ipc"
+            self.connection_file = str(self._box.connection_file)
+            self.ip = str(self._box.ipc_prefix)
+        return await super()._async_pre_start_kernel(**kw)
+
+    pre_start_kernel = _async_pre_start_kernel  # the asynchronous manager's names for them
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        if self._box is None:
+            return cmd
+        return self._box.command(cmd, kernel_environment(self.kernel_spec.env))
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart:
+            self._close_box()
+
+    cleanup_resources = _async_cleanup_resources
+
+    def _close_box(self) -> None:
+        if self._box is not None:
+            self._box.close()
+            self._box = None
 
 
 if __name__ == "__main__":
