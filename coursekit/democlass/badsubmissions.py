@@ -39,6 +39,38 @@ class Submission:
 
 
 @dataclass
+class Targets:
+    """What the attacks on the operating-system boundary aim at, by absolute path (a relative
+    path from the kernel's folder proves nothing: that folder is the kernel's own)."""
+
+    other_submission: str = ""  # another student's submitted notebook
+    gradebook: str = ""
+    solved: tuple[
+        str, ...
+    ] = ()  # the solved lesson: the course's notebook, the repository's source
+    home_file: str = ""  # a file in the grader's home
+    victim: str = ""  # a file of the course to overwrite
+    new_file: str = ""  # a file to create outside the kernel's folder
+    port: int = 9  # a TCP server on 127.0.0.1 (the tests start one; 9 is "discard")
+
+    @classmethod
+    def in_course(cls, course, lesson: Lesson, other: str = "solved", **more) -> Targets:
+        from pathlib import Path
+
+        course = Path(course).resolve()
+        name = f"{lesson.name}.ipynb"
+        return cls(
+            other_submission=str(course / "submitted" / other / lesson.assignment / name),
+            gradebook=str(course / "gradebook.db"),
+            solved=(str(course / "solutions" / lesson.assignment / name), str(lesson.source)),
+            home_file=str(Path.home() / ".coursekit-grader-secret"),
+            victim=str(course / "grader-notes.txt"),
+            new_file=str(course / "written-by-a-submission.txt"),
+            **more,
+        )
+
+
+@dataclass
 class Materials:
     """What a kind is built from."""
 
@@ -49,6 +81,7 @@ class Materials:
     wrong_fails: frozenset[str]  # the test cells that mistake fails
     wrong_cell: str  # the exercise cell that holds the mistake
     other: nbformat.NotebookNode | None = None  # another lesson's solved notebook
+    targets: Targets = field(default_factory=Targets)  # what the OS-boundary attacks aim at
 
     def solution_ids(self) -> list[str]:
         return [grade_id(c) for c in self.student.cells if is_solution(c)]
@@ -437,6 +470,136 @@ def _reference_answer(m: Materials) -> Submission:
     )
 
 
+# ---------------------------------------------------------------- attacks on the OS boundary
+#
+# Written without any construct the screening scan knows (no open, os, pathlib, io, glob,
+# socket, subprocess, multiprocessing, ctypes, ...), so that what stops them is the sandbox, not
+# the scan. Each attempt prints one line, "ATTACK <json>": what it tried, on what, how (at the
+# Python level, which the audit hook sees, or natively, which it does not), and what happened
+# (the data it got, or the error). autograde_tests/hostile/ reads these lines.
+
+_REPORT = """
+import json
+
+
+def report(attack, method, target, outcome, detail):
+    print("ATTACK " + json.dumps(dict(attack=attack, method=method, target=target,
+                                     outcome=outcome, detail=str(detail)[:200])))
+"""
+
+_READS = """
+import fileinput
+import torch
+
+for target in {paths!r}:
+    try:  # at the Python level: the audit hook sees it
+        with fileinput.input(files=[target], mode="rb") as lines:
+            report({attack!r}, "python", target, "got", next(lines)[:60])
+    except Exception as error:
+        report({attack!r}, "python", target, "error", f"{{type(error).__name__}}: {{error}}")
+    try:  # natively (a memory map made in C): the audit hook does not see it
+        head = torch.from_file(target, size=16, dtype=torch.uint8)
+        report({attack!r}, "native", target, "got", bytes(head.tolist()))
+    except Exception as error:
+        report({attack!r}, "native", target, "error", f"{{type(error).__name__}}: {{error}}")
+"""
+
+
+def _attack(code: str) -> Callable[[Materials], Submission]:
+    def build(m: Materials) -> Submission:
+        source = _REPORT + textwrap.dedent(code(m.targets))
+        return Submission(insert_after(m.solved, m.test_ids()[0], source))
+
+    return build
+
+
+def _reads(attack: str, paths) -> Callable[[Materials], Submission]:
+    return _attack(lambda t: _READS.format(attack=attack, paths=list(paths(t))))
+
+
+_LISTS_PROCESSES = """
+import filecmp
+import fileinput
+
+names = filecmp.dircmp("/proc", "/proc").left_list  # lists /proc without os or glob
+with fileinput.input(files=["/proc/self/stat"]) as lines:
+    own = next(lines).split()[0]
+others = sorted((n for n in names if n.isdigit() and n != own), key=int)
+report("lists-processes", "python", "/proc", "got", " ".join(others))
+for pid in others[:12]:
+    target = f"/proc/{pid}/environ"
+    try:
+        with fileinput.input(files=[target], mode="rb") as lines:
+            report("lists-processes", "python", target, "got", next(lines)[:200])
+    except Exception as error:
+        report("lists-processes", "python", target, "error", f"{type(error).__name__}: {error}")
+"""
+
+_CONNECTS = """
+import xmlrpc.client
+
+target = "http://127.0.0.1:{port}/"
+try:  # any answer, even an error from the server, means a connection was made
+    xmlrpc.client.ServerProxy(target).system.listMethods()
+    report("connects", "python", target, "got", "a reply")
+except (ConnectionRefusedError, PermissionError, OSError) as error:
+    report("connects", "python", target, "error", f"{{type(error).__name__}}: {{error}}")
+except Exception as error:
+    report("connects", "python", target, "got", f"connected: {{type(error).__name__}}: {{error}}")
+"""
+
+_FORKS = """
+import time
+import torch.multiprocessing as workers
+
+context = workers.get_context("fork")
+started, problem = [], "none"
+for _ in range(100):
+    try:
+        child = context.Process(target=time.sleep, args=(3,))
+        child.start()
+        started.append(child)
+    except Exception as error:
+        problem = f"{type(error).__name__}: {error}"
+        break
+report("forks", "python", "100 processes", "got" if len(started) == 100 else "error",
+       f"{len(started)} started; {problem}")
+for child in started:
+    child.join()
+"""
+
+_WRITES = """
+import logging
+import torch
+
+for target in {paths!r}:
+    try:  # at the Python level (the audit hook sees it): a log file appended to
+        handler = logging.FileHandler(target)
+        handler.emit(logging.makeLogRecord(dict(msg="written by a submission")))
+        handler.close()
+        report("writes", "python", target, "got", "written")
+    except Exception as error:
+        report("writes", "python", target, "error", f"{{type(error).__name__}}: {{error}}")
+    try:  # natively: a shared memory map of the file, written through
+        mapped = torch.from_file(target, shared=True, size=8, dtype=torch.uint8)
+        mapped.fill_(88)
+        report("writes", "native", target, "got", "written")
+    except Exception as error:
+        report("writes", "native", target, "error", f"{{type(error).__name__}}: {{error}}")
+"""
+
+OS_KINDS = (
+    "reads-other-submission",
+    "reads-gradebook-natively",
+    "reads-solved-lesson",
+    "reads-grader-home",
+    "lists-processes",
+    "connects",
+    "forks",
+    "writes",
+)
+
+
 KINDS: list[Kind] = [
     Kind("exception", "an exception in an exercise cell", _exception),
     Kind(
@@ -543,6 +706,42 @@ KINDS: list[Kind] = [
     Kind("reads-gradebook", "reads the gradebook", _reads_gradebook),
     Kind("writes-course", "writes into the course directory and the gradebook", _writes_course),
     Kind("reference-answer", "imports the reference library's answer", _reference_answer),
+    Kind(
+        "reads-other-submission",
+        "reads another student's notebook by absolute path (no construct the scan knows)",
+        _reads("reads-other-submission", lambda t: [t.other_submission]),
+    ),
+    Kind(
+        "reads-gradebook-natively",
+        "reads the gradebook by absolute path, also through a memory map made in C",
+        _reads("reads-gradebook-natively", lambda t: [t.gradebook]),
+    ),
+    Kind(
+        "reads-solved-lesson",
+        "reads the solved lesson (the course's notebook, the repository's source)",
+        _reads("reads-solved-lesson", lambda t: t.solved),
+    ),
+    Kind(
+        "reads-grader-home",
+        "reads a file in the grader's home by absolute path",
+        _reads("reads-grader-home", lambda t: [t.home_file]),
+    ),
+    Kind(
+        "lists-processes",
+        "lists /proc and reads other processes' environment",
+        _attack(lambda t: _LISTS_PROCESSES),
+    ),
+    Kind(
+        "connects",
+        "opens a TCP connection to a server on 127.0.0.1",
+        _attack(lambda t: _CONNECTS.format(port=t.port)),
+    ),
+    Kind("forks", "starts a hundred processes", _attack(lambda t: _FORKS)),
+    Kind(
+        "writes",
+        "writes a course file and a new file outside its folder (also natively)",
+        _attack(lambda t: _WRITES.format(paths=[t.victim, t.new_file])),
+    ),
 ]
 
 
@@ -567,10 +766,14 @@ def write(folder, lesson: Lesson, submission: Submission) -> None:
 
 
 def materials(
-    course, lesson: Lesson, mistakes=(), other: nbformat.NotebookNode | None = None
+    course,
+    lesson: Lesson,
+    mistakes=(),
+    other: nbformat.NotebookNode | None = None,
+    targets: Targets | None = None,
 ) -> Materials:
     """The ingredients of every kind, from a course made by
-    coursekit.grading.tempcourse.make_course."""
+    coursekit.grading.tempcourse.make_course (``targets``: by default those in the course)."""
     from pathlib import Path
 
     from coursekit.course.mistakes import fill_solutions, plant
@@ -590,7 +793,8 @@ def materials(
     else:
         wrong = plant(student, solutions, costly)
         fails, cell = frozenset(costly.fails), costly.cell
-    return Materials(lesson, student, solved, wrong, fails, cell, other)
+    targets = targets or Targets.in_course(course, lesson)
+    return Materials(lesson, student, solved, wrong, fails, cell, other, targets)
 
 
 def other_lesson_notebook(lesson: Lesson) -> nbformat.NotebookNode | None:
