@@ -24,7 +24,7 @@ BOOK_TOOLS := coursekit/publishing/book.py coursekit/course/sources.py coursekit
 BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
 BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
 
-.PHONY: help install book bench bench-book lab check notebooks test lint test-mistakes browser autograde accept grade-class feedback clean
+.PHONY: help install book bench bench-book lab check notebooks test lint test-mistakes browser sandbox autograde accept grade-class feedback clean
 .DEFAULT_GOAL := help
 
 help:
@@ -38,6 +38,7 @@ help:
 	@echo "make bench       the course's performance numbers: lessons, attention, memory, grading, GPU"
 	@echo "make bench-book  time a full book build and a rebuild after editing one lesson"
 	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader, all cores, report)"
+	@echo "make sandbox     instructors: install bubblewrap, the OS sandbox every grading kernel runs in"
 	@echo "make accept LESSON=lesson01 STUDENT=s  instructors: count a held submission's points after review"
 	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON"
 	@echo "make grade-class                 instructors: grade a synthetic class of 100 (CLASS=, LESSON=)"
@@ -94,7 +95,7 @@ lab: notebooks | $(STAMP)
 check: $(STAMP)
 	$(PY) -m coursekit.learner.selfcheck $(LESSON)
 
-test: $(STAMP) browser lint
+test: $(STAMP) browser sandbox lint
 	$(PY) -m pytest
 
 # The style pyproject.toml declares, enforced (ruff is pinned in constraints.txt like every package).
@@ -105,7 +106,7 @@ lint: $(STAMP)
 
 # Every planted mistake of every lesson through nbgrader (make test grades each lesson's EVERYDAY
 # few): about 10 minutes on 2 cores. CI runs it after make test.
-test-mistakes: $(STAMP)
+test-mistakes: $(STAMP) sandbox
 	COURSE_MISTAKES=all $(PY) -m pytest autograde_tests/chain
 
 # The browser tests need Debian's Chromium (Playwright's own browser download cannot work
@@ -117,10 +118,20 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "Chromium not found: the browser tests will skip (apt-get install chromium)"; fi; }
 
+# Every grading kernel runs in bubblewrap (coursekit/grading/bwrap.py): installed here when we are
+# root with apt, as Chromium is. Without it, grading refuses to start unless the instructor accepts
+# the Python-only sandbox (GRADE_FLAGS=--python-only-sandbox); make check falls back with a notice.
+sandbox:
+	@command -v bwrap >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing bubblewrap for the grading sandbox"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "bubblewrap not found: grading will refuse to start (apt-get install bubblewrap)"; fi; }
+
 # nbgrader autograde in parallel batches, screening first, a per-student table and reports/LESSON/
 # (coursekit/grading/classgrade.py). GRADE_FLAGS=--force regrades everything; --accept STUDENT releases a hold.
 GRADE_FLAGS ?=
-autograde: $(STAMP)
+autograde: $(STAMP) sandbox
 	$(PY) -m coursekit.grading.classgrade $(or $(LESSON),$(error give LESSON=lessonNN)) $(GRADE_FLAGS)
 
 # An instructor reviewed a held submission (reports/LESSON/review.md): count its points.
@@ -130,10 +141,11 @@ accept: $(STAMP)
 
 # A synthetic class -- solved, blank, planted mistakes, broken and hostile submissions -- graded on
 # all cores in a temporary course: the per-student table and notebooks per minute.
-# (coursekit/democlass/). CLASS_FLAGS="--workers 1" and the like go to python -m coursekit.democlass.
+# (coursekit/democlass/). CLASS_FLAGS="--workers 1" and the like go to python -m coursekit.democlass;
+# CLASS_FLAGS=--compare-sandboxes grades the class in bubblewrap and in the Python-only sandbox.
 CLASS ?= 100
 CLASS_FLAGS ?=
-grade-class: $(STAMP)
+grade-class: $(STAMP) sandbox
 	$(PY) -m coursekit.democlass $(or $(LESSON),lesson01) --students $(CLASS) $(CLASS_FLAGS)
 
 feedback: $(STAMP)

@@ -21,6 +21,7 @@ from coursekit.course.mistakes import fill_solutions, plant
 from coursekit.grading import tempcourse as grading
 from coursekit.grading.results import read_results
 
+from ..sandboxes import nbgrader_flags
 from .selection import selected_lessons, selected_mistakes
 
 WORKERS = max(1, min(len(os.sched_getaffinity(0)), 4))
@@ -39,7 +40,7 @@ def _grade_lesson(root: Path, lesson: Lesson) -> tuple[Path, dict]:
     for mistake in (m for m in selected_mistakes() if m.lesson == lesson.assignment):
         planted = plant(student_nb, solved_nb, mistake)
         grading.submit(course, mistake.student, lesson, planted)
-    grading.autograde(course, lesson, *KERNEL_OPTIONS)
+    grading.autograde(course, lesson, *KERNEL_OPTIONS, *nbgrader_flags())
     return course, read_results(course, lesson)
 
 

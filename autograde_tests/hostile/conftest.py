@@ -5,15 +5,23 @@ honest ``solved`` and an honest ``wrong`` (the lesson's costliest planted mistak
 graded with ``python -m coursekit.grading.classgrade`` -- killed after its first batch is merged,
 then resumed -- so that one session proves the defences, the parallel grading, the consistency of an
 interrupted run and the resumption at once.
+
+The attacks on the operating-system boundary aim at bait (:class:`Bait`): a secret in the grader's
+environment and in a file in the grader's home, a course file to overwrite and a TCP server on
+127.0.0.1 that counts its connections.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import secrets
 import signal
+import socketserver
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +35,8 @@ from coursekit.grading import classgrade
 from coursekit.grading import tempcourse as grading
 from coursekit.grading.gradebook import open_gradebook
 from coursekit.grading.ledger import tree_digest
+
+from ..sandboxes import nbgrader_flags
 
 LESSON = find_lesson("lesson01")  # the fastest lesson: every kind works on any lesson
 # Short enough for the suite, long enough for a loaded 2-core machine; a small memory limit
@@ -45,6 +55,51 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+SECRET_VARIABLE = "COURSE_GRADER_SECRET"
+VICTIM_TEXT = "the grader's notes: nobody may change them\n"
+
+
+@dataclass
+class Bait:
+    secret: str  # in the grader's environment and in home_file
+    home_file: Path
+    server: socketserver.TCPServer  # on 127.0.0.1; counts the connections it accepts
+    connections: list  # one entry per connection accepted
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    def targets(self, course: Path, other: str = "solved") -> badsubmissions.Targets:
+        """The attacks' targets in ``course``, its victim file written afresh."""
+        targets = badsubmissions.Targets.in_course(course, LESSON, other=other, port=self.port)
+        Path(targets.victim).write_text(VICTIM_TEXT)
+        return dataclasses.replace(targets, home_file=str(self.home_file))
+
+
+@pytest.fixture(scope="session")
+def bait():
+    secret = secrets.token_hex(16)
+    home_file = Path.home() / f".coursekit-grader-secret-{secret[:8]}"
+    home_file.write_text(f"grader secret {secret}\n")
+    connections: list = []
+
+    class Count(socketserver.BaseRequestHandler):
+        def handle(self):
+            connections.append(self.client_address)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Count)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    os.environ[SECRET_VARIABLE] = secret  # the grading processes inherit it
+    try:
+        yield Bait(secret, home_file, server, connections)
+    finally:
+        os.environ.pop(SECRET_VARIABLE, None)
+        server.shutdown()
+        server.server_close()
+        home_file.unlink(missing_ok=True)
+
+
 @dataclass
 class HostileClass:
     course: Path
@@ -53,6 +108,7 @@ class HostileClass:
     submitted_before: dict  # digest of submitted/ before any grading
     materials: badsubmissions.Materials
     seconds: float  # wall time of the whole grading (both runs)
+    bait: Bait
 
 
 def _gradebook_state(course: Path) -> dict:
@@ -65,11 +121,11 @@ def _gradebook_state(course: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def hostile(tmp_path_factory) -> HostileClass:
+def hostile(tmp_path_factory, bait) -> HostileClass:
     course = grading.make_course(tmp_path_factory.mktemp("hostile"), [LESSON])
-    stuff = badsubmissions.materials(
-        course, LESSON, all_mistakes(), badsubmissions.other_lesson_notebook(LESSON)
-    )
+    other = badsubmissions.other_lesson_notebook(LESSON)
+    stuff = badsubmissions.materials(course, LESSON, all_mistakes(), other, bait.targets(course))
+    sandbox = nbgrader_flags()  # bubblewrap (none), or the Python-only sandbox where it cannot run
     for kind in badsubmissions.KINDS:
         badsubmissions.write(
             course / "submitted" / kind.name / LESSON.assignment, LESSON, kind.build(stuff)
@@ -95,6 +151,7 @@ def hostile(tmp_path_factory) -> HostileClass:
             "--batch",
             "2",
             *OPTIONS,
+            *(["--python-only-sandbox"] if sandbox else []),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -113,6 +170,7 @@ def hostile(tmp_path_factory) -> HostileClass:
     run.wait()
     interrupted = {"gradebook": _gradebook_state(course), "ledger": json.loads(ledger.read_text())}
 
-    report = classgrade.grade_class(course, LESSON, extra=EXTRA, progress=False)
+    report = classgrade.grade_class(course, LESSON, extra=EXTRA + sandbox, progress=False)
     print("\n" + report.table())
-    return HostileClass(course, report, interrupted, before, stuff, time.monotonic() - start)
+    seconds = time.monotonic() - start
+    return HostileClass(course, report, interrupted, before, stuff, seconds, bait)

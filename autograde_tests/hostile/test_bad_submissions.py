@@ -24,6 +24,7 @@ from coursekit.grading.gradebook import open_gradebook
 from coursekit.grading.ledger import tree_digest
 
 from ..leaks import hidden_test_lines
+from ..sandboxes import nbgrader_flags
 from .conftest import EXTRA, LESSON
 
 pytestmark = pytest.mark.chain
@@ -78,6 +79,9 @@ EXPECTED = {
     "reads-gradebook": (SOLVED, "held", {"files", "sandbox-refused"}),
     "writes-course": (SOLVED, "held", {"files", "sandbox-refused"}),
     "reference-answer": ({"test_dot_scores"}, "held", {"reference-answer"}),
+    # attacks on the OS boundary (test_os_boundary.py): the scan sees nothing, the audit hook
+    # refuses their Python-level attempts (held), bubblewrap stops every attempt
+    **{kind: (SOLVED, "held", {"sandbox-refused"}) for kind in badsubmissions.OS_KINDS},
 }
 HONEST = {"solved": SOLVED, "wrong": WRONG}
 
@@ -183,11 +187,18 @@ def test_an_interrupted_run_left_a_consistent_gradebook_and_resumed(hostile):
 
 def test_grading_again_changes_nothing(hostile):
     """A second run grades nothing new; regrading some (--force) gives the same rows."""
-    again = classgrade.grade_class(hostile.course, LESSON, extra=EXTRA, progress=False)
+    again = classgrade.grade_class(
+        hostile.course, LESSON, extra=EXTRA + nbgrader_flags(), progress=False
+    )
     assert again.graded == 0 and again.rows == hostile.report.rows
     some = ["patch-allclose", "malformed-json"]  # a held one and an invalid one
     forced = classgrade.grade_class(
-        hostile.course, LESSON, force=True, extra=EXTRA, progress=False, students=some
+        hostile.course,
+        LESSON,
+        force=True,
+        extra=EXTRA + nbgrader_flags(),
+        progress=False,
+        students=some,
     )
     assert forced.graded == 1 and forced.problems == []
     for student in some:
@@ -200,7 +211,12 @@ def test_an_instructor_can_accept_a_held_submission(hostile):
     row = classgrade.report_only(hostile.course, LESSON).row(student)
     assert row.status == "graded" and row.score == row.auto == _max(hostile)
     regraded = classgrade.grade_class(
-        hostile.course, LESSON, force=True, extra=EXTRA, progress=False, students=[student]
+        hostile.course,
+        LESSON,
+        force=True,
+        extra=EXTRA + nbgrader_flags(),
+        progress=False,
+        students=[student],
     )
     assert regraded.row(student).score == _max(hostile), "an accepted submission stays accepted"
     assert (

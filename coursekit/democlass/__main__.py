@@ -1,8 +1,14 @@
-"""``python -m coursekit.democlass LESSON --students N``: build a synthetic class and grade it."""
+"""``python -m coursekit.democlass LESSON --students N``: build a synthetic class and grade it.
+
+``--compare-sandboxes`` grades the same class in turns in bubblewrap and in the Python-only
+sandbox (B, P, B, P: the machine's load drifts alike for both) and prints notebooks per minute
+of each round with the load average, to measure what the operating-system boundary costs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -14,7 +20,7 @@ from coursekit.grading.classgrade import REPORTS, grade_class
 from coursekit.grading.tempcourse import GradingError
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m coursekit.democlass", description="grade a synthetic class of one lesson"
     )
@@ -31,30 +37,78 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds a cell may run (default 10: the class has infinite loops in it)",
     )
     parser.add_argument("--keep", type=Path, help="build the class here and keep it")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--python-only-sandbox",
+        action="store_true",
+        help="grade in the Python-only sandbox (where bubblewrap cannot run)",
+    )
+    parser.add_argument(
+        "--compare-sandboxes",
+        action="store_true",
+        help="grade the class in bubblewrap and in the Python-only sandbox, in turns, twice each",
+    )
+    return parser
+
+
+def _compare(course: Path, item, args) -> int:
+    """Grade the class four times (bubblewrap, Python-only, bubblewrap, Python-only) and print
+    each round's throughput beside the load average it ran under."""
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for python_only in (False, True, False, True):
+        report = grade_class(
+            course,
+            item,
+            args.workers,
+            True,
+            args.batch,
+            [f"--Execute.timeout={args.timeout}"],
+            progress=False,
+            python_only=python_only,
+        )
+        what = report.sandboxes()[0] if report.sandboxes() else "?"
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"{what}: {report.per_minute:.1f} notebooks per minute (load {load})", flush=True)
+        rates[python_only].append(report.per_minute)
+        if report.problems:
+            print("\n".join(f"PROBLEM: {p}" for p in report.problems))
+            return 1
+    mean = {k: sum(v) / len(v) for k, v in rates.items()}
+    print(
+        f"mean: bubblewrap {mean[False]:.1f}, Python-only {mean[True]:.1f} notebooks per minute "
+        f"(bubblewrap at {100 * mean[False] / mean[True]:.0f} % of the Python-only throughput)"
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     item = find_lesson(args.lesson)
     course = args.keep or Path(tempfile.mkdtemp(prefix="class-"))
     if course.exists() and any(course.iterdir()):
         raise SystemExit(f"{course} is not empty")
-    print(
-        f"building a synthetic class of {args.students} in {course} ...",
-        file=sys.stderr,
-        flush=True,
-    )
+    say = f"building a synthetic class of {args.students} in {course} ..."
+    print(say, file=sys.stderr, flush=True)
     plan = build_synthetic(course, item, args.students)
-    report = grade_class(
-        course, item, args.workers, True, args.batch, [f"--Execute.timeout={args.timeout}"]
-    )
+    if args.compare_sandboxes:
+        code = _compare(course, item, args)
+    else:
+        report = grade_class(
+            course,
+            item,
+            args.workers,
+            True,
+            args.batch,
+            [f"--Execute.timeout={args.timeout}"],
+            python_only=args.python_only_sandbox,
+        )
+        print(report.table())
+        code = 1 if report.problems else 0
     mix = {w: sum(v == w for v in plan.values()) for w in ("solved", "blank", "mistake", "bad")}
-    print(report.table())
-    print(
-        "class: "
-        + ", ".join(f"{n} {w}" for w, n in mix.items())
-        + f"; reports in {course / REPORTS}"
-    )
+    mixed = ", ".join(f"{n} {w}" for w, n in mix.items())
+    print(f"class: {mixed}; reports in {course / REPORTS}")
     if not args.keep:
         shutil.rmtree(course, ignore_errors=True)
-    return 1 if report.problems else 0
+    return code
 
 
 if __name__ == "__main__":

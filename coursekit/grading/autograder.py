@@ -130,6 +130,7 @@ class GuardedExecute(Execute):
             Finding.from_dict(f) for f in nb.metadata.get(META, {}).get("findings", [])
         ]
         rejected: dict[int, str] = {}
+        self._sandbox = ""
         while True:
             try:
                 self._run(rejected)
@@ -152,6 +153,7 @@ class GuardedExecute(Execute):
         self.resources.setdefault(META, {})["findings"] = [
             f.to_dict() for f in dict.fromkeys(self._findings)
         ]
+        self.resources[META]["sandbox"] = self._sandbox
         return self.nb, self.resources
 
     def on_cell_executed(self, **kwargs):
@@ -195,6 +197,8 @@ class GuardedExecute(Execute):
     def _run(self, rejected: dict[int, str]) -> None:
         guard = "__import__('coursekit.grading.guard').grading.guard"
         with self.setup_kernel():
+            # which sandbox graded the notebook: the report says it for every run
+            self._sandbox = getattr(self.km, "sandbox_description", type(self.km).__name__)
             info = self.wait_for_reply(self.kc.kernel_info())
             self.nb.metadata["language_info"] = info["content"]["language_info"]
             trusted = json.dumps(json.dumps(self._trusted))
@@ -269,7 +273,12 @@ class HoldForReview(NbGraderPreprocessor):
         path = Path(folder) / f"{info['notebook']}.ipynb"
         accepted = is_accepted(Path(coursedir.root), info["assignment"], info["student"], path)
         held = integrity.worst(findings) in ("invalid", "review") and not accepted
-        nb.metadata[META] = {"findings": [f.to_dict() for f in findings], "accepted": accepted}
+        sandbox = resources.get(META, {}).get("sandbox", "")
+        nb.metadata[META] = {
+            "findings": [f.to_dict() for f in findings],
+            "accepted": accepted,
+            "sandbox": sandbox,
+        }
         with Gradebook(info["db_url"]) as gradebook:
             try:
                 if held:

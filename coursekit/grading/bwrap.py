@@ -53,8 +53,24 @@ ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "alter
 CPU_TOPOLOGY = "/sys/devices/system/cpu"
 
 
+BUBBLEWRAP = "bubblewrap"  # the values of SandboxKernelManager.sandbox
+PYTHON_ONLY = "python-only"
+PYTHON_ONLY_FLAG = f"--SandboxKernelManager.sandbox={PYTHON_ONLY}"
+
+
 class Unavailable(RuntimeError):
     """Bubblewrap cannot run here, and the instructor has not accepted the Python-only sandbox."""
+
+
+def nbgrader_flags(python_only: bool) -> list[str]:
+    """The nbgrader flags for the sandbox chosen: none for bubblewrap (the default), which must
+    then be able to run here (:class:`Unavailable` says why not and what to do)."""
+    if python_only:
+        return [PYTHON_ONLY_FLAG]
+    reason = unavailable()
+    if reason:
+        raise Unavailable(f"refusing to grade: {reason}. To fix it, {INSTALL_HINT}; {ACCEPT_HINT}")
+    return []
 
 
 def _is_root() -> bool:
@@ -198,9 +214,7 @@ class Box:
 
     @classmethod
     def create(cls, cwd: Path) -> Box:
-        reason = unavailable()
-        if reason:
-            raise Unavailable(f"{reason}: {INSTALL_HINT}; {ACCEPT_HINT}")
+        nbgrader_flags(python_only=False)  # refuses, saying why, where bubblewrap cannot run
         uid, lock = claim_uid() if _is_root() else (None, None)
         base = "/tmp" if os.access("/tmp", os.W_OK) else tempfile.gettempdir()
         folder = Path(tempfile.mkdtemp(prefix="ck-", dir=base))

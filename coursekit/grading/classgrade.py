@@ -48,7 +48,7 @@ from coursekit.course.lessons import ROOT, Lesson
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.nbgrader_cli import nbgrader_command, nbgrader_env
 from coursekit.course.sources import sync_sources
-from coursekit.grading import gradebook, integrity
+from coursekit.grading import bwrap, gradebook, integrity
 from coursekit.grading.holds import accepted_path, load_accepted, release, submission_digest
 from coursekit.grading.integrity import Finding
 from coursekit.grading.ledger import changed as changed_paths
@@ -278,11 +278,20 @@ def grade_class(
     extra: list[str] | None = None,
     progress: bool = True,
     students: list[str] | None = None,
+    python_only: bool = False,
 ) -> ClassReport:
     """Grade every ``submitted/<student>/<lesson>`` of ``course`` (``students``: only these);
-    see the module's docstring. One run at a time per course and lesson (a lock file)."""
+    see the module's docstring. One run at a time per course and lesson (a lock file). Every
+    kernel runs in bubblewrap; where it cannot, grading refuses to start unless ``python_only``
+    accepts the Python-only sandbox."""
     import fcntl
 
+    python_only = python_only or bwrap.PYTHON_ONLY_FLAG in (extra or [])
+    extra = [flag for flag in extra or [] if flag != bwrap.PYTHON_ONLY_FLAG]
+    try:  # (given twice, nbgrader would refuse the flag)
+        extra = bwrap.nbgrader_flags(python_only) + extra
+    except bwrap.Unavailable as refused:
+        raise GradingError(str(refused)) from None
     folder = Path(course).resolve() / REPORTS / lesson.assignment
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "lock").open("w") as lock:
@@ -350,6 +359,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--memory", type=int, help="memory limit of a grading kernel, MiB")
     parser.add_argument("--report", action="store_true", help="print the table, grade nothing")
     parser.add_argument(
+        "--python-only-sandbox",
+        action="store_true",
+        help="where bubblewrap cannot run: accept the weaker Python-only sandbox (the kernel then "
+        "runs as you, sees your files and the network below Python)",
+    )
+    parser.add_argument(
         "--accept",
         metavar="STUDENT",
         action="append",
@@ -371,7 +386,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.accept or args.report:
         print(report_only(args.course, item).table())
         return 0
-    report = grade_class(args.course, item, args.workers, args.force, args.batch, extra)
+    report = grade_class(
+        args.course,
+        item,
+        args.workers,
+        args.force,
+        args.batch,
+        extra,
+        python_only=args.python_only_sandbox,
+    )
     print(report.table())
     print(f"reports: {args.course / REPORTS / item.assignment}/grades.csv and review.md")
     return 1 if report.problems else 0

@@ -58,7 +58,15 @@ class ClassReport:
                 f"worker(s): {self.per_minute:.1f} notebooks per minute"
             )
         lines += [f"PROBLEM: {problem}" for problem in self.problems]
-        return "\n".join(lines)
+        return "\n".join(lines + self.sandboxes())
+
+    def sandboxes(self) -> list[str]:
+        """Which sandbox graded how many of the notebooks (every run says it)."""
+        counts: dict[str, int] = {}
+        for r in self.rows:
+            if r.sandbox:
+                counts[r.sandbox] = counts.get(r.sandbox, 0) + 1
+        return [f"graded in {what}: {n} notebook(s)" for what, n in counts.items()]
 
 
 def _write_csv(path: Path, report: ClassReport) -> None:
@@ -66,11 +74,14 @@ def _write_csv(path: Path, report: ClassReport) -> None:
         out = csv.writer(handle)
         out.writerow(
             ["student", "status", "score", "autograder_score", "max_score", "failed_tests", "notes"]
+            + ["sandbox"]
         )
         for r in report.rows:
             failed = " ".join(c.grade_id for c in r.cells if not c.passed)
             found = "; ".join(str(f) for f in r.findings)
-            out.writerow([r.student, r.status, r.score, r.auto, r.max_score, failed, found])
+            out.writerow(
+                [r.student, r.status, r.score, r.auto, r.max_score, failed, found, r.sandbox]
+            )
 
 
 def _review(report: ClassReport) -> list[str]:

@@ -46,6 +46,7 @@ class NotebookResult:
     cells: list[CellResult] = field(default_factory=list)  # in the notebook's order
     errors: list[str] = field(default_factory=list)  # errors in cells that are not test cells
     findings: list[Finding] = field(default_factory=list)  # coursekit.grading.integrity
+    sandbox: str = ""  # what the notebook was graded in: bubblewrap or the Python-only sandbox
 
     @property
     def auto(self) -> float:
@@ -105,6 +106,7 @@ def _graded(gradebook, lesson: Lesson, student: str, maximum: float) -> Notebook
         cells=cells,
         errors=errors,
         findings=list(dict.fromkeys(findings_of(notebook))),
+        sandbox=notebook.metadata.get(META, {}).get("sandbox", ""),
     )
 
 

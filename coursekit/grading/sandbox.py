@@ -40,6 +40,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Enum, Integer, List, Unicode
 
 from coursekit.grading import bwrap
+from coursekit.grading.bwrap import BUBBLEWRAP, PYTHON_ONLY
 
 ENV_MEMORY = "COURSE_SANDBOX_MEMORY_MB"
 ENV_CPU = "COURSE_SANDBOX_CPU_SECONDS"
@@ -339,10 +340,6 @@ def main(argv: list[str]) -> None:
     app.start()
 
 
-PYTHON_ONLY = "python-only"
-BUBBLEWRAP = "bubblewrap"
-
-
 class SandboxKernelManager(AsyncKernelManager):
     """Starts :mod:`coursekit.grading.sandbox` whatever kernel the notebook asks for (a submission
     could name any kernel in its metadata), with the limits configured here, inside bubblewrap
@@ -434,6 +431,15 @@ class SandboxKernelManager(AsyncKernelManager):
         return await super()._async_pre_start_kernel(**kw)
 
     pre_start_kernel = _async_pre_start_kernel  # the asynchronous manager's names for them
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        """bubblewrap itself starts with nothing of the grader's environment: its processes are
+        visible in the box (/proc/1), the kernel gets its own environment with --setenv."""
+        if self._box is not None:
+            kw["env"] = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    _launch_kernel = _async_launch_kernel
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)

@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 
 from coursekit.course.lessons import ROOT, all_lessons, lesson
+from coursekit.grading import bwrap
 from coursekit.grading import tempcourse as grading
 from coursekit.grading.results import NotebookResult, read_results
 from coursekit.learner.workspace import WORK
@@ -42,8 +43,19 @@ def check(assignment: str, root: Path = ROOT) -> NotebookResult | None:
             f"{item.assignment}: grading {mine.relative_to(root)} (runs the whole notebook, ~10 s) "
             "..."
         )
-        grading.autograde(course, item)
+        grading.autograde(course, item, *_sandbox_flags())
         return read_results(course, item, [STUDENT]).get(STUDENT)
+
+
+@functools.cache
+def _sandbox_flags() -> tuple[str, ...]:
+    """Bubblewrap, as an instructor grades; where it cannot run (a laptop without it, not Linux)
+    the Python-only sandbox, with a one-line notice (once): you are grading your own code."""
+    reason = bwrap.unavailable()
+    if reason is None:
+        return ()
+    print(f"note: grading in the Python-only sandbox ({reason})", file=sys.stderr, flush=True)
+    return (bwrap.PYTHON_ONLY_FLAG,)
 
 
 def report(result: NotebookResult) -> str:
@@ -73,6 +85,8 @@ def report(result: NotebookResult) -> str:
     elif result.findings:
         lines.append("  Notes from the autograder:")
     lines += [f"    {str(finding)[:160]}" for finding in result.findings[:8]]
+    if result.sandbox:
+        lines.append(f"  (graded in {result.sandbox})")
     return "\n".join(lines)
 
 
