@@ -217,7 +217,8 @@ class Box:
         nbgrader_flags(python_only=False)  # refuses, saying why, where bubblewrap cannot run
         uid, lock = claim_uid() if _is_root() else (None, None)
         base = "/tmp" if os.access("/tmp", os.W_OK) else tempfile.gettempdir()
-        folder = Path(tempfile.mkdtemp(prefix="ck-", dir=base))
+        _sweep(Path(base))
+        folder = Path(tempfile.mkdtemp(prefix=f"ck-{os.getpid()}-", dir=base))
         box = cls(folder, Path(cwd).resolve(), uid, lock)
         if len(str(box.ipc_prefix)) + 3 > SOCKET_PATH_MAX:
             box.close()
@@ -328,6 +329,22 @@ class Box:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+
+
+def _sweep(base: Path) -> None:
+    """Remove the folders of boxes whose grader was killed (they hold a connection file and
+    sockets): ck-<pid>-* of a process that is gone, made by this user."""
+    for folder in base.glob("ck-*-*"):
+        pid, owner = folder.name.split("-")[1], folder.lstat().st_uid
+        ours = owner == os.geteuid() or (_is_root() and FIRST_UID <= owner < FIRST_UID + POOL)
+        if not pid.isdigit() or folder.is_symlink() or not ours:
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
 
 
 def _parents(path: Path) -> list[str]:
