@@ -3,6 +3,7 @@
 integrity/      screening: the right notebook, intact, and no code that tampers with grading
                 (findings, the lesson as reference, the submitted file, the code scan and its rules)
 sandbox.py      the kernel that runs submissions (limits, audit hook); guard.py inside it
+bwrap.py        the operating-system boundary around that kernel (bubblewrap)
 autograder.py   nbgrader preprocessors: screen and repair, guarded execution, holds for review
 holds.py        held for review, released, accepted: the one definition
 feedback.py     feedback that never shows hidden tests

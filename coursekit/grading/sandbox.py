@@ -2,12 +2,16 @@
 
 nbgrader_config.py makes nbgrader start every grading kernel with :class:`SandboxKernelManager`,
 which launches ``python -m coursekit.grading.sandbox -f CONNECTION_FILE`` (whatever kernel the
-submitted notebook names). Before the kernel serves its first cell, this launcher:
+submitted notebook names) inside bubblewrap (coursekit.grading.bwrap: no network, a PID
+namespace and an unprivileged uid of its own, a filesystem with only the environment and its own
+folder), or, where the instructor accepted it, without (``SandboxKernelManager.sandbox =
+"python-only"``). Before the kernel serves its first cell, this launcher:
 
 * limits the kernel's memory (``RLIMIT_DATA``, default 4 GiB: an allocation beyond it raises
   ``MemoryError`` in that cell, and the machine is never exhausted; unlike ``RLIMIT_AS`` it does
   not count address space that is only reserved, so ``import torch`` and CUDA are unaffected),
-  its CPU time, the size of files it writes, and core dumps;
+  its CPU time, the size of files it writes, and core dumps; in bubblewrap, also the number of
+  processes and threads (``RLIMIT_NPROC``, counted for its own uid);
 * pins the number of threads (``COURSE_SANDBOX_THREADS``) so that parallel grading does not
   oversubscribe the cores, and drops environment variables other than the usual ones (the
   grader's secrets, if any, are not visible to submissions);
@@ -21,9 +25,11 @@ submitted notebook names). Before the kernel serves its first cell, this launche
   signalling other processes; opening databases or network connections; loading native code.
 
 The limits are in the kernel process, so they hold for anything it runs. The audit hook and the
-guard run inside the kernel too: they stop the attacks the course's tests exercise, not a
-determined attacker with arbitrary code (Python's audit hooks are not a security boundary). For
-a class you do not trust at all, also run grading as an unprivileged user in a container.
+guard run inside the kernel too: they stop the attacks the course's tests exercise at the Python
+level, not a determined attacker with arbitrary code (Python's audit hooks are not a security
+boundary: a file read or written through a memory map made in C raises no audit event). That is
+what the operating-system boundary is for; the hook stays as a second line and as the source of
+the findings that hold a submission for review.
 """
 
 from __future__ import annotations
