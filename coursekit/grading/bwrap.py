@@ -48,6 +48,7 @@ INNER_UID = 1000  # the kernel's uid inside its user namespace, when the grader 
 SOCKET_PATH_MAX = 100  # sun_path holds 107 bytes; "<folder>/k-ipc-5" must fit
 TMP_SIZE = 512 * 2**20  # the kernel's /tmp (its home) and working folder live in memory
 WORK_SIZE = 256 * 2**20
+MAX_FILES = 256  # files handed in beside the notebook that the box shows
 # Read from the host's /etc: what the dynamic loader, time zones and fonts need; nothing else.
 ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "alternatives")
 CPU_TOPOLOGY = "/sys/devices/system/cpu"
@@ -90,6 +91,7 @@ def unavailable() -> str | None:
             "setpriv (util-linux) is not installed: a root grader needs it to drop to a kernel uid"
         )
     probe = [BWRAP, *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    probe += ["--perms", "1777", "--size", str(2**20), "--tmpfs", "/tmp"]  # bubblewrap >= 0.7
     probe += [SETPRIV, "--reuid", str(FIRST_UID), "--regid", str(FIRST_UID), "--clear-groups"]
     if not _is_root():
         probe = probe[:-5]
@@ -179,14 +181,15 @@ def _environment_paths() -> list[Path]:
 
 def _handed_in(cwd: Path) -> list[Path]:
     """Files beside the notebook a kernel may read (data the student handed in): no notebooks
-    (the one being graded holds the hidden tests), no links (they could point anywhere)."""
+    (the one being graded holds the hidden tests), no links (they could point anywhere), at
+    most MAX_FILES (each is a mount in the box)."""
     found = []
     for path in sorted(cwd.rglob("*")) if cwd.is_dir() else []:
-        if path.is_symlink() or any(p.is_symlink() for p in path.relative_to(cwd).parents):
+        if path.is_symlink() or any((cwd / p).is_symlink() for p in path.relative_to(cwd).parents):
             continue
         if path.is_file() and path.suffix != ".ipynb" and ".ipynb_checkpoints" not in path.parts:
             found.append(path)
-    return found
+    return found[:MAX_FILES]
 
 
 def _fontlist() -> Path | None:
