@@ -65,7 +65,9 @@ def stopped(attempt: dict) -> bool:
 def _outputs(course: Path, student: str) -> str:
     graded = LESSON.in_course(course).autograded(student)
     return "".join(
-        json.dumps(output) for cell in nbformat.read(graded, 4).cells for output in cell.outputs
+        json.dumps(output)
+        for cell in nbformat.read(graded, 4).cells
+        for output in cell.get("outputs", [])
     )
 
 
