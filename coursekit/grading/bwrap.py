@@ -92,9 +92,8 @@ def unavailable() -> str | None:
         )
     probe = [BWRAP, *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     probe += ["--perms", "1777", "--size", str(2**20), "--tmpfs", "/tmp"]  # bubblewrap >= 0.7
-    probe += [SETPRIV, "--reuid", str(FIRST_UID), "--regid", str(FIRST_UID), "--clear-groups"]
-    if not _is_root():
-        probe = probe[:-5]
+    if _is_root():
+        probe += [SETPRIV, "--reuid", str(FIRST_UID), "--regid", str(FIRST_UID), "--clear-groups"]
     try:
         result = subprocess.run(
             [*probe, "true"], capture_output=True, text=True, timeout=30, check=False
