@@ -281,9 +281,13 @@ class Box:
         }
 
     def _filesystem(self) -> list[str]:
-        """The box's mounts, in order: a fresh root, the read-only environment, /proc and /dev of
-        its own, /tmp and the working folder in memory, the sockets' folder."""
-        args = ["--ro-bind", "/usr", "/usr"]
+        """The box's mounts, in order (a later mount hides what is below it): a fresh root,
+        /proc, /dev and an in-memory /tmp of its own, the read-only environment (which may live
+        under /tmp), the sockets' folder, the working folder in memory."""
+        args = ["--proc", "/proc", "--dev", "/dev", *_devices()]
+        args += ["--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+        args += ["--perms", "0777", "--dir", self.home, *self._home_files()]
+        args += ["--ro-bind", "/usr", "/usr"]
         for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             top = Path("/") / name
             if top.is_symlink():
@@ -296,11 +300,7 @@ class Box:
         args += ["--ro-bind", str(self.folder / "group"), "/etc/group"]
         for path in _environment_paths():
             args += _parents(path) + ["--ro-bind", str(path), str(path)]
-        args += ["--proc", "/proc", "--dev", "/dev", *_devices()]
-        args += ["--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
-        args += ["--perms", "0777", "--dir", self.home]
-        args += self._home_files() + _parents(self.folder)
-        args += ["--bind", str(self.folder), str(self.folder)]
+        args += _parents(self.folder) + ["--bind", str(self.folder), str(self.folder)]
         args += _parents(self.cwd) + ["--perms", "1777", "--size", str(WORK_SIZE)]
         args += ["--tmpfs", str(self.cwd)] + self._work_files()
         return args
