@@ -72,3 +72,8 @@ else:
     ]
     c.SandboxKernelManager.memory_limit_mb = 4096  # RLIMIT_DATA of a grading kernel
     c.SandboxKernelManager.cpu_limit_s = 900
+    # Every grading kernel behind an operating-system boundary (coursekit/grading/bwrap.py: no
+    # network, own PID namespace and uid, only the environment and its own folder). Where
+    # bubblewrap cannot run, grading refuses to start; "python-only" (or the command-line flag
+    # --SandboxKernelManager.sandbox=python-only) accepts the weaker in-process sandbox instead.
+    c.SandboxKernelManager.sandbox = "bubblewrap"
