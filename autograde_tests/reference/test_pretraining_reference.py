@@ -150,9 +150,10 @@ def _bert_shaped(vocab, d_model, layers, heads, d_ff):
     meta = dict(device="meta")
     return nn.ModuleList(
         [
-            nn.Embedding(vocab, d_model, **meta),
-            nn.Embedding(512, d_model, **meta),
-            nn.Embedding(2, d_model, **meta),
+            *(  # from_pretrained: nn.Embedding's own initialization on meta imports torch._dynamo
+                nn.Embedding.from_pretrained(torch.empty(rows, d_model, **meta))
+                for rows in (vocab, 512, 2)
+            ),
             nn.LayerNorm(d_model, **meta),
             nn.TransformerEncoder(
                 nn.TransformerEncoderLayer(d_model, heads, d_ff, **meta),
