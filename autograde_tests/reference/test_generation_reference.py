@@ -20,6 +20,16 @@ from attention_ref.pt import lm
 from .tolerances import TOLERANCES
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny matrices: a second thread only waits for the first, and on a busy 2-core machine the
+    two wait on each other at every operation (training here ran 25x slower with 2 threads)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _dtypes(device):
     return [torch.float32] if device.type == "mps" else [torch.float32, torch.float64]
 
