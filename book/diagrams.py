@@ -137,80 +137,61 @@ def draw_multi_head_attention(heads: int = 3):
     return fig
 
 
-def draw_transformer():
-    """The encoder-decoder Transformer; the three uses of multi-head attention are marked."""
-    fig, ax = _canvas(14, 13.2, (8.8, 8.3))
-    # encoder (left) and decoder (right) frames, repeated N = 6 times
-    ax.add_patch(
-        FancyBboxPatch(
-            (0.7, 2.9),
+ENCODER_LAYER = [
+    ("① Multi-head self-attention", "attention", USE_COLORS[0]),
+    ("Add & Norm", "norm", None),
+    ("Feed forward", "ffn", None),
+    ("Add & Norm", "norm", None),
+]
+DECODER_LAYER = [
+    ("② Masked multi-head self-attention", "attention", USE_COLORS[1]),
+    ("Add & Norm", "norm", None),
+    ("③ Multi-head cross-attention", "attention", USE_COLORS[2]),
+    ("Add & Norm", "norm", None),
+    ("Feed forward", "ffn", None),
+    ("Add & Norm", "norm", None),
+]
+LEGEND = [
+    "① encoder self-attention: Q, K, V from the previous encoder layer",
+    "② decoder self-attention, masked: position $i$ sees positions $\\leq i$",
+    "③ encoder–decoder attention: Q from the decoder, K, V from the encoder",
+]
+
+
+def _stack_frames(ax):
+    """The encoder (left) and decoder (right) frames, each repeated N = 6 times."""
+    for (x, height), color in (((0.7, 4.6), COLORS["encoder"]), ((7.8, 6.9), COLORS["decoder"])):
+        frame = FancyBboxPatch(
+            (x, 2.9),
             4.6,
-            4.6,
+            height,
             boxstyle="round,pad=0.05,rounding_size=0.3",
-            facecolor=COLORS["encoder"],
+            facecolor=color,
             edgecolor="#777777",
             zorder=0,
         )
-    )
-    ax.add_patch(
-        FancyBboxPatch(
-            (7.8, 2.9),
-            4.6,
-            6.9,
-            boxstyle="round,pad=0.05,rounding_size=0.3",
-            facecolor=COLORS["decoder"],
-            edgecolor="#777777",
-            zorder=0,
-        )
-    )
+        ax.add_patch(frame)
     ax.text(0.2, 5.2, "$N\\times$", fontsize=12, ha="center")
     ax.text(12.95, 6.3, "$\\times N$", fontsize=12, ha="center")
     ax.text(3.0, 7.75, "encoder", fontsize=10, ha="center", style="italic")
     ax.text(10.1, 10.05, "decoder", fontsize=10, ha="center", style="italic")
 
-    def layer(x, specs, y0):
-        previous = None
-        for text, kind, edge in specs:
-            top, bottom = box(
-                ax,
-                x,
-                y0,
-                4.2,
-                0.72,
-                text,
-                COLORS[kind],
-                edge=edge or "#333333",
-                lw=2.6 if edge else 1.2,
-                fontsize=9,
-            )
-            if previous:
-                arrow(ax, previous, bottom)
-            previous, y0 = top, y0 + 1.15
-        return previous
 
-    enc_top = layer(
-        3.0,
-        [
-            ("① Multi-head self-attention", "attention", USE_COLORS[0]),
-            ("Add & Norm", "norm", None),
-            ("Feed forward", "ffn", None),
-            ("Add & Norm", "norm", None),
-        ],
-        3.5,
-    )
-    dec_top = layer(
-        10.1,
-        [
-            ("② Masked multi-head self-attention", "attention", USE_COLORS[1]),
-            ("Add & Norm", "norm", None),
-            ("③ Multi-head cross-attention", "attention", USE_COLORS[2]),
-            ("Add & Norm", "norm", None),
-            ("Feed forward", "ffn", None),
-            ("Add & Norm", "norm", None),
-        ],
-        3.5,
-    )
-    # inputs
+def _layer(ax, x, specs, y0):
+    """A stack of sub-layer boxes joined by arrows; returns the top of the last one."""
+    previous = None
+    for text, kind, edge in specs:
+        lw = 2.6 if edge else 1.2
+        top, bottom = box(
+            ax, x, y0, 4.2, 0.72, text, COLORS[kind], edge=edge or "#333333", lw=lw, fontsize=9
+        )
+        if previous:
+            arrow(ax, previous, bottom)
+        previous, y0 = top, y0 + 1.15
+    return previous
+
+
+def _inputs(ax):
     for x, text, label in (
         (3.0, "Input embedding\n+ positional encoding", "inputs"),
         (10.1, "Output embedding\n+ positional encoding", "outputs (shifted right)"),
@@ -219,35 +200,41 @@ def draw_transformer():
         arrow(ax, (x, 0.55), bottom)
         ax.text(x, 0.2, label, ha="center", fontsize=9)
         arrow(ax, top, (x, 3.5 - 0.36))
-    # encoder memory: keys and values of the cross-attention
+
+
+def _memory(ax, enc_top):
+    """The encoder's output: the keys and values of every decoder layer's cross-attention."""
     arrow(ax, enc_top, (3.0, 8.3), style="-")
-    ax.annotate(
-        "",
-        xy=(8.0, 5.8),
-        xytext=(3.0, 8.3),
-        zorder=1,
-        arrowprops=dict(
-            arrowstyle="-|>",
-            color=USE_COLORS[2],
-            lw=1.8,
-            connectionstyle="angle,angleA=0,angleB=90,rad=8",
-        ),
+    style = dict(
+        arrowstyle="-|>",
+        color=USE_COLORS[2],
+        lw=1.8,
+        connectionstyle="angle,angleA=0,angleB=90,rad=8",
     )
+    ax.annotate("", xy=(8.0, 5.8), xytext=(3.0, 8.3), zorder=1, arrowprops=style)
     ax.text(
         5.5, 8.45, "keys and values from the encoder", fontsize=8, color=USE_COLORS[2], ha="center"
     )
-    # output head
+
+
+def _output_head(ax, dec_top):
     top, bottom = box(ax, 10.1, 10.9, 3.0, 0.62, "Linear", COLORS["linear"], fontsize=9)
     arrow(ax, dec_top, bottom)
     top2, bottom2 = box(ax, 10.1, 11.85, 3.0, 0.62, "Softmax", COLORS["softmax"], fontsize=9)
     arrow(ax, top, bottom2)
     arrow(ax, top2, (10.1, 12.65))
     ax.text(10.1, 12.8, "output probabilities", ha="center", fontsize=9)
-    legend = [
-        "① encoder self-attention: Q, K, V from the previous encoder layer",
-        "② decoder self-attention, masked: position $i$ sees positions $\\leq i$",
-        "③ encoder–decoder attention: Q from the decoder, K, V from the encoder",
-    ]
-    for i, (text, color) in enumerate(zip(legend, USE_COLORS)):
+
+
+def draw_transformer():
+    """The encoder-decoder Transformer; the three uses of multi-head attention are marked."""
+    fig, ax = _canvas(14, 13.2, (8.8, 8.3))
+    _stack_frames(ax)
+    enc_top = _layer(ax, 3.0, ENCODER_LAYER, 3.5)
+    dec_top = _layer(ax, 10.1, DECODER_LAYER, 3.5)
+    _inputs(ax)
+    _memory(ax, enc_top)
+    _output_head(ax, dec_top)
+    for i, (text, color) in enumerate(zip(LEGEND, USE_COLORS)):
         ax.text(0.2, 12.6 - 0.5 * i, text, fontsize=8.5, color=color, ha="left")
     return fig

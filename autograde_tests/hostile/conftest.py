@@ -25,6 +25,8 @@ from coursekit.course.mistakes import all_mistakes
 from coursekit.democlass import badsubmissions
 from coursekit.grading import classgrade
 from coursekit.grading import tempcourse as grading
+from coursekit.grading.gradebook import open_gradebook
+from coursekit.grading.ledger import tree_digest
 
 LESSON = find_lesson("lesson01")  # the fastest lesson: every kind works on any lesson
 # Short enough for the suite, long enough for a loaded 2-core machine; a small memory limit
@@ -55,7 +57,7 @@ class HostileClass:
 
 def _gradebook_state(course: Path) -> dict:
     """{student: [auto scores]} of every submission in the gradebook."""
-    with classgrade._gradebook(course / "gradebook.db") as gradebook:
+    with open_gradebook(course / "gradebook.db") as gradebook:
         return {
             s.student.id: [g.auto_score for g in s.notebooks[0].grades]
             for s in gradebook.find_assignment(LESSON.assignment).submissions
@@ -76,12 +78,13 @@ def hostile(tmp_path_factory) -> HostileClass:
         badsubmissions.write(
             course / "submitted" / name / LESSON.assignment, LESSON, badsubmissions.Submission(nb)
         )
-    before = classgrade.tree_digest(course / "submitted")
+    before = tree_digest(course / "submitted")
 
     start = time.monotonic()
     ledger = course / "reports" / LESSON.assignment / "ledger.json"
     log = (course / "interrupted-run.log").open("w")
     run = subprocess.Popen(
+        # small batches: little work lost to the kill
         [
             sys.executable,
             "-m",
@@ -92,7 +95,7 @@ def hostile(tmp_path_factory) -> HostileClass:
             "--batch",
             "2",
             *OPTIONS,
-        ],  # small batches: little work lost to the kill
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -20,6 +20,8 @@ import pytest
 from coursekit.democlass import badsubmissions
 from coursekit.grading import classgrade
 from coursekit.grading import tempcourse as grading
+from coursekit.grading.gradebook import open_gradebook
+from coursekit.grading.ledger import tree_digest
 
 from ..leaks import hidden_test_lines
 from .conftest import EXTRA, LESSON
@@ -148,7 +150,7 @@ def test_the_gradebook_and_the_export_agree_with_the_report(hostile):
     rows = {r["student_id"]: r for r in csv.DictReader((hostile.course / "grades.csv").open())}
     for row in hostile.report.rows:
         assert float(rows[row.student]["raw_score"]) == row.score, row.student
-    with classgrade._gradebook(hostile.course / "gradebook.db") as gradebook:
+    with open_gradebook(hostile.course / "gradebook.db") as gradebook:
         for row in hostile.report.rows:
             nb = gradebook.find_submission_notebook(LESSON.name, LESSON.assignment, row.student)
             assert nb.flagged == (row.status != "graded"), row.student
@@ -156,7 +158,7 @@ def test_the_gradebook_and_the_export_agree_with_the_report(hostile):
 
 def test_grading_changed_no_submission_and_no_course_file(hostile):
     assert hostile.report.problems == []
-    assert classgrade.tree_digest(hostile.course / "submitted") == hostile.submitted_before
+    assert tree_digest(hostile.course / "submitted") == hostile.submitted_before
     gradebook = hostile.course / "gradebook.db"
     assert gradebook.stat().st_size > 0
 
@@ -201,7 +203,9 @@ def test_an_instructor_can_accept_a_held_submission(hostile):
         hostile.course, LESSON, force=True, extra=EXTRA, progress=False, students=[student]
     )
     assert regraded.row(student).score == _max(hostile), "an accepted submission stays accepted"
-    assert "--accept" in (hostile.course / "reports" / LESSON.assignment / "review.md").read_text()
+    assert (
+        "make accept" in (hostile.course / "reports" / LESSON.assignment / "review.md").read_text()
+    )
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,8 @@ from attention_ref.pt.model import BOS, EOS, VOCAB_SIZE, Transformer, greedy_dec
 
 
 def _dtypes(device):
-    return (
-        [torch.float32] if device.type == "mps" else [torch.float64, torch.float32]
-    )  # MPS has no float64
+    # MPS has no float64
+    return [torch.float32] if device.type == "mps" else [torch.float64, torch.float32]
 
 
 def test_step_by_step_equals_decoder_self_attention(device):
@@ -106,16 +105,14 @@ def test_a_cached_step_costs_the_same_at_every_step_and_an_uncached_one_grows():
         ys = torch.cat([ys, full[:, -1].argmax(-1, keepdim=True)], dim=1)
     grow_uncached = [b - a for a, b in zip(uncached, uncached[1:])]
     grow_cached = [b - a for a, b in zip(cached, cached[1:])]
-    assert min(grow_uncached) > 0 and uncached[-1] > 5 * uncached[0], (
-        uncached
-    )  # the whole prefix, every step
-    assert max(grow_cached) < min(grow_uncached) / 10, (
-        cached
-    )  # one new position: only its attention grows
+    # the whole prefix, every step
+    assert min(grow_uncached) > 0 and uncached[-1] > 5 * uncached[0], uncached
+    # one new position: only its attention grows
+    assert max(grow_cached) < min(grow_uncached) / 10, cached
+    # the memory's keys and values projected only once
     assert cached[-1] < uncached[0], (
         cached,
         uncached,
-    )  # the memory's keys and values projected only once
-    assert (
-        decoder.cache_bytes() == 2 * 2 * 4 * 12 * 32 * 4
-    )  # k and v, 2 layers, batch 4, 12 positions, d_model 32
+    )
+    # k and v, 2 layers, batch 4, 12 positions, d_model 32
+    assert decoder.cache_bytes() == 2 * 2 * 4 * 12 * 32 * 4

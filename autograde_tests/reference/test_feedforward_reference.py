@@ -38,9 +38,8 @@ def test_matches_linear_relu_linear_and_conv1d(device, dtype, shape):
     )
     # Conv1d wants (batch, channels, length): positions along the last axis
     seq = x.reshape(-1, shape[-2], d_model)
-    with torch.backends.cudnn.flags(
-        enabled=True, allow_tf32=False
-    ):  # CUDA's default TF32 convolutions round to ~1e-3
+    # CUDA's default TF32 convolutions round to ~1e-3
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
         conv_out = conv2(torch.relu(conv1(seq.transpose(1, 2)))).transpose(1, 2)
     torch.testing.assert_close(
         rpt.position_wise_ffn(seq, rpt.ffn_params_from_torch(conv1, conv2)),

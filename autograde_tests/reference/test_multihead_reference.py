@@ -104,9 +104,8 @@ def test_separate_key_value_widths_and_no_bias(device):
         torch.randn(2, 3, 10, device=device),
         torch.randn(2, 3, 6, device=device),
     )
-    with pytest.raises(
-        ValueError, match="d_model"
-    ):  # query width differs from the keys': cross widths checked
+    # query width differs from the keys': cross widths checked
+    with pytest.raises(ValueError, match="d_model"):
         rpt.multi_head_attention(k, k, v, params, 2)
     torch.testing.assert_close(rpt.multi_head_attention(q, k, v, params, 2), mha(q, k, v)[0])
 
@@ -153,9 +152,8 @@ def test_multiply_adds_match_the_flop_counter(n_q, n_k, d_model, h):
     query, memory = torch.randn(1, n_q, d_model), torch.randn(1, n_k, d_model)
     with FlopCounterMode(display=False) as counter:
         rpt.multi_head_attention(query, memory, memory, params, h)
-    assert counter.get_total_flops() == 2 * rnp.multiply_adds(
-        n_q, n_k, d_model, h
-    )  # a multiply-add = 2 FLOPs
+    # a multiply-add = 2 FLOPs
+    assert counter.get_total_flops() == 2 * rnp.multiply_adds(n_q, n_k, d_model, h)
     assert len({rnp.multiply_adds(n_q, n_k, d_model, heads) for heads in (1, 2, 4, 8, 16)}) == 1
     # Lesson 4 grades count_multiply_adds with the course's own counter (no seconds-long start):
     # it must see exactly what PyTorch's FLOP counter sees.

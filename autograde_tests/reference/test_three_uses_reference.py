@@ -48,9 +48,10 @@ def test_the_three_wirings_match_nn_multihead_attention(device, dtype):
     # diagonal)
     causal = nn.Transformer.generate_square_subsequent_mask(n_tgt, device=device, dtype=dtype)
     got, weights = rpt.decoder_self_attention(y, params, h, tgt_pad, return_weights=True)
+    # float like the causal mask (PyTorch wants one type)
     ignore = torch.zeros(tgt_pad.shape[0], n_tgt, dtype=dtype, device=device).masked_fill(
         rpt.to_key_padding_mask(tgt_pad), -torch.inf
-    )  # float like the causal mask (PyTorch wants one type)
+    )
     want = mha(y, y, y, attn_mask=causal, key_padding_mask=ignore)[0]
     torch.testing.assert_close(got, want, **tol)
     assert weights.shape == (3, h, n_tgt, n_tgt)
@@ -124,9 +125,8 @@ def test_transformer_masks_are_pytorchs_masks_inverted(
     assert src_mask.device.type == tgt_mask.device.type == memory_mask.device.type == device.type
     src_ignore = torch.arange(n_src, device=device)[None, :] >= src[:, None]  # src_key_padding_mask
     tgt_ignore = torch.arange(n_tgt, device=device)[None, :] >= tgt[:, None]  # tgt_key_padding_mask
-    future = (
-        nn.Transformer.generate_square_subsequent_mask(n_tgt, device=device) == -torch.inf
-    )  # tgt_mask
+    # tgt_mask
+    future = nn.Transformer.generate_square_subsequent_mask(n_tgt, device=device) == -torch.inf
     assert torch.equal(src_mask, ~src_ignore[:, None, :].expand(batch, n_src, n_src))
     assert torch.equal(tgt_mask, ~(future[None] | tgt_ignore[:, None, :]))
     assert torch.equal(memory_mask, ~src_ignore[:, None, :].expand(batch, n_tgt, n_src))

@@ -176,9 +176,8 @@ def test_decoder_layer_matches_nn_transformer_decoder_layer(device, dtype, masks
     y = torch.randn(batch, n_tgt, d_model, generator=gen, dtype=dtype).to(device)
     memory = torch.randn(batch, n_src, d_model, generator=gen, dtype=dtype).to(device)
     tgt_mask = memory_mask = None
-    theirs = {
-        "tgt_mask": ~rpt.causal_mask(n_tgt, device=device)
-    }  # the paper's decoder: always causal
+    # the paper's decoder: always causal
+    theirs = {"tgt_mask": ~rpt.causal_mask(n_tgt, device=device)}
     if "tgt" in masks:
         tgt_mask = rpt.padding_mask(torch.tensor([5, 3, 1], device=device), n_tgt)
         theirs["tgt_key_padding_mask"] = rpt.to_key_padding_mask(tgt_mask)
@@ -421,9 +420,8 @@ def test_decode_is_causal_and_encode_ignores_padding(device):
     logits = model.decode(tgt_in, memory, mask)
     changed = tgt_in.clone()
     changed[:, 3:] = tm.FIRST_DIGIT + 7
-    torch.testing.assert_close(
-        model.decode(changed, memory, mask)[:, :3], logits[:, :3]
-    )  # no leak from the future
+    # no leak from the future
+    torch.testing.assert_close(model.decode(changed, memory, mask)[:, :3], logits[:, :3])
     padded = src.clone()
     padded[src == tm.PAD] = tm.FIRST_DIGIT  # what sits under the padding must not matter
     real = mask[:, 0, :]
@@ -497,9 +495,8 @@ def test_training_lowers_the_loss_on_every_device(device):
     model = _model(device, 3, num_encoder_layers=1, num_decoder_layers=1)
     seen = []  # progress wraps the range of steps once (the lesson passes tqdm)
     threads = torch.get_num_threads()
-    torch.set_num_threads(
-        1
-    )  # tiny matrices: a second thread only waits (badly so on a busy machine)
+    # tiny matrices: a second thread only waits (badly so on a busy machine)
+    torch.set_num_threads(1)
     try:
         losses = tm.train(
             model,
@@ -544,7 +541,6 @@ def test_adam_matches_torch_optim_adam():
         reference.step()
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
-    assert (
-        tm.learning_rate(3, 1.0, 4) == 1.0 and tm.learning_rate(0, 1.0, 4) == 0.25
-    )  # warm-up, then 1/sqrt
+    # warm-up, then 1/sqrt
+    assert tm.learning_rate(3, 1.0, 4) == 1.0 and tm.learning_rate(0, 1.0, 4) == 0.25
     assert tm.learning_rate(15, 1.0, 4) == pytest.approx(0.5)

@@ -12,9 +12,8 @@ from coursekit.bench.report import Config, Table
 from coursekit.course.lessons import ROOT
 
 CLASS_SIZE = 100
-GRADING_TARGETS = (
-    "grade-class",
-)  # Makefile targets that grade a class of CLASS and report notebooks per minute
+# Makefile targets that grade a class of CLASS and report notebooks per minute
+GRADING_TARGETS = ("grade-class",)
 RATE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*notebooks?\s*(?:/|per)\s*min", re.IGNORECASE)
 
 
@@ -40,12 +39,13 @@ def bench_grading(cfg: Config, root: Path = ROOT) -> Table:
         why = "not run (--tiny)" if not cfg.grading else "n/a (class grading not on main yet)"
         table.rows.append(["notebooks per minute", why])
         return table
+    # its report ends with the rate
     command = [
         "make",
         "--no-print-directory",
         target,
         f"CLASS={CLASS_SIZE}",
-    ]  # its report ends with the rate
+    ]
     print(
         f"  running `{' '.join(command)}` (minutes; its progress bar follows)",
         file=sys.stderr,

@@ -8,6 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]  # the repository: coursekit/course/lessons.py
 SOLUTIONS = "solutions"
 NOTEBOOKS = "notebooks"
+SUBMITTED, AUTOGRADED, FEEDBACK = "submitted", "autograded", "feedback"
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,27 @@ class Lesson:
     @property
     def student_notebook(self) -> Path:
         return self.root / NOTEBOOKS / self.assignment / f"{self.name}.ipynb"
+
+    # nbgrader's folders in a course directory (``root``): <folder>/<student>/<assignment>/
+
+    def in_course(self, course: Path) -> Lesson:
+        """The same lesson in another course directory (a temporary or a class's course)."""
+        return Lesson(self.assignment, self.name, Path(course))
+
+    def student_folder(self, step: str, student: str) -> Path:
+        """``<root>/<step>/<student>/<assignment>``; step is submitted, autograded or feedback."""
+        return self.root / step / student / self.assignment
+
+    def submitted(self, student: str) -> Path:
+        return self.student_folder(SUBMITTED, student) / f"{self.name}.ipynb"
+
+    def autograded(self, student: str) -> Path:
+        return self.student_folder(AUTOGRADED, student) / f"{self.name}.ipynb"
+
+    def students(self) -> list[str]:
+        """Everyone with a folder in ``submitted/<student>/<assignment>``, sorted."""
+        found = (self.root / SUBMITTED).glob(f"*/{self.assignment}")
+        return sorted(folder.parent.name for folder in found if folder.is_dir())
 
 
 def all_lessons(root: Path = ROOT) -> list[Lesson]:

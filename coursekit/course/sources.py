@@ -15,6 +15,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from coursekit.course.cells import grade_id
 from coursekit.course.lessons import ROOT, all_lessons
 
 
@@ -39,8 +40,7 @@ def _stable_cell_ids(nb: nbformat.NotebookNode) -> None:
     """
     seen: set[str] = set()
     for cell in nb.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        base = grade_id or "c-" + hashlib.sha1(cell.source.encode("utf-8")).hexdigest()[:10]
+        base = grade_id(cell) or "c-" + hashlib.sha1(cell.source.encode("utf-8")).hexdigest()[:10]
         cell_id, n = base, 1
         while cell_id in seen:
             n += 1

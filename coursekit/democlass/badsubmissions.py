@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
+from coursekit.course.cells import grade_id, is_graded, is_solution, nbgrader_meta
 from coursekit.course.lessons import Lesson
 
 
@@ -50,18 +51,10 @@ class Materials:
     other: nbformat.NotebookNode | None = None  # another lesson's solved notebook
 
     def solution_ids(self) -> list[str]:
-        return [
-            c.metadata["nbgrader"]["grade_id"]
-            for c in self.student.cells
-            if c.get("metadata", {}).get("nbgrader", {}).get("solution")
-        ]
+        return [grade_id(c) for c in self.student.cells if is_solution(c)]
 
     def test_ids(self) -> list[str]:
-        return [
-            c.metadata["nbgrader"]["grade_id"]
-            for c in self.student.cells
-            if c.get("metadata", {}).get("nbgrader", {}).get("grade")
-        ]
+        return [grade_id(c) for c in self.student.cells if is_graded(c)]
 
     def first_failing(self) -> str:
         """The first test cell (in notebook order) that the wrong solution fails."""
@@ -83,11 +76,11 @@ def _copy(nb):
     return nbformat.from_dict(copy.deepcopy(nb))
 
 
-def _index(nb, grade_id: str) -> int:
+def _index(nb, wanted: str) -> int:
     for i, cell in enumerate(nb.cells):
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+        if grade_id(cell) == wanted:
             return i
-    raise KeyError(grade_id)
+    raise KeyError(wanted)
 
 
 def insert_after(nb, grade_id: str, code: str):
@@ -219,15 +212,15 @@ def _edited_test_cell(m: Materials) -> Submission:
 def _deleted_exercise(m: Materials) -> Submission:
     nb = _copy(m.solved)
     first, test = m.solution_ids()[0], m.test_ids()[0]
-    for grade_id in (test, first):
-        del nb.cells[_index(nb, grade_id)]
+    for wanted in (test, first):
+        del nb.cells[_index(nb, wanted)]
     return Submission(nb)
 
 
 def _edited_metadata(m: Materials) -> Submission:
     nb = _copy(m.wrong)
     for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader")
+        meta = nbgrader_meta(cell)
         if not meta:
             continue
         if meta.get("grade"):
@@ -592,11 +585,7 @@ def materials(
         default=None,
     )
     if costly is None:
-        first = next(
-            c.metadata["nbgrader"]["grade_id"]
-            for c in student.cells
-            if c.get("metadata", {}).get("nbgrader", {}).get("solution")
-        )
+        first = next(grade_id(c) for c in student.cells if is_solution(c))
         wrong, fails, cell = solved, frozenset(), first
     else:
         wrong = plant(student, solutions, costly)

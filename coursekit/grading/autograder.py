@@ -22,7 +22,6 @@ nbgrader_config.py puts them into nbgrader's own pipeline, so the stock commands
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 from pathlib import Path
 
@@ -34,11 +33,11 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 
+from coursekit.course.cells import grade_id, is_graded
 from coursekit.grading import integrity
-from coursekit.grading.integrity import Finding
+from coursekit.grading.holds import hold, is_accepted, release
+from coursekit.grading.integrity import META, Finding
 from coursekit.grading.sandbox import SandboxKernelManager
-
-META = "coursekit"  # notebook metadata key for the findings
 
 
 def _reference(config, resources) -> integrity.Reference | None:
@@ -164,8 +163,7 @@ class GuardedExecute(Execute):
         )
 
     def _label(self, index: int) -> str:
-        meta = self.nb.cells[index].get("metadata", {}).get("nbgrader", {})
-        return meta.get("grade_id") or f"cell {index + 1}"
+        return grade_id(self.nb.cells[index]) or f"cell {index + 1}"
 
     def _note(self, kind: str, severity: str, message: str, index: int) -> None:
         self._findings.append(Finding(kind, severity, message, self._label(index)))
@@ -225,7 +223,7 @@ class GuardedExecute(Execute):
                 self._after_cell(index, cell, report)
 
     def _after_cell(self, index: int, cell, report: dict) -> None:
-        graded = cell.get("metadata", {}).get("nbgrader", {}).get("grade", False)
+        graded = is_graded(cell)
         if report.get("tampered"):
             what = "; ".join(report["tampered"][:5])
             self._note(
@@ -258,44 +256,6 @@ class GuardedExecute(Execute):
                 self._note("system-exit", "note", "raised SystemExit (sys.exit)", index)
 
 
-def submission_digest(path: Path) -> str:
-    """sha256 of a submitted notebook: what an instructor's acceptance refers to."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def accepted_path(root: Path, assignment: str) -> Path:
-    return Path(root) / "reports" / assignment / "accepted.json"
-
-
-def load_accepted(root: Path, assignment: str) -> dict[str, str]:
-    path = accepted_path(root, assignment)
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def hold(gradebook: Gradebook, assignment: str, notebook: str, student: str) -> None:
-    """Withhold a submission's points until reviewed: manual score 0 on every grade, flagged."""
-    submission = gradebook.find_submission_notebook(notebook, assignment, student)
-    submission.flagged = True
-    for grade in submission.grades:
-        grade.manual_score = 0.0
-        grade.needs_manual_grade = True
-    gradebook.db.commit()
-
-
-def release(gradebook: Gradebook, assignment: str, notebook: str, student: str) -> bool:
-    """Undo :func:`hold` (the notebook is flagged and no grade has a manual score but 0):
-    the autograder's scores count again. Returns whether there was a hold to release."""
-    submission = gradebook.find_submission_notebook(notebook, assignment, student)
-    if not submission.flagged or any(g.manual_score not in (None, 0) for g in submission.grades):
-        return False
-    submission.flagged = False
-    for grade in submission.grades:
-        grade.manual_score = None
-        grade.needs_manual_grade = grade.auto_score is None
-    gradebook.db.commit()
-    return True
-
-
 class HoldForReview(NbGraderPreprocessor):
     """Record the findings in the autograded notebook and hold the points of a suspicious one."""
 
@@ -303,23 +263,13 @@ class HoldForReview(NbGraderPreprocessor):
         findings = [Finding.from_dict(f) for f in resources.get(META, {}).get("findings", [])]
         info = resources["nbgrader"]
         coursedir = CourseDirectory(config=self.config)
-        submitted = Path(
-            coursedir.format_path(
-                coursedir.submitted_directory, info["student"], info["assignment"]
-            )
+        folder = coursedir.format_path(
+            coursedir.submitted_directory, info["student"], info["assignment"]
         )
-        path = submitted / f"{info['notebook']}.ipynb"
-        digest = submission_digest(path) if path.exists() else ""
-        accepted = (
-            load_accepted(Path(coursedir.root), info["assignment"]).get(info["student"]) == digest
-        )
+        path = Path(folder) / f"{info['notebook']}.ipynb"
+        accepted = is_accepted(Path(coursedir.root), info["assignment"], info["student"], path)
         held = integrity.worst(findings) in ("invalid", "review") and not accepted
-        nb.metadata[META] = {
-            "findings": [f.to_dict() for f in findings],
-            "held": held,
-            "accepted": accepted,
-            "sha256": digest,
-        }
+        nb.metadata[META] = {"findings": [f.to_dict() for f in findings], "accepted": accepted}
         with Gradebook(info["db_url"]) as gradebook:
             try:
                 if held:

@@ -41,9 +41,8 @@ def _scrub(text, lines: list[str]):
 
 class HideHiddenTests(NbGraderPreprocessor):  # nbgrader's base: enabled (nbconvert's is not)
     def preprocess(self, nb, resources):
-        lines = sorted(
-            hidden_lines(nb), key=len, reverse=True
-        )  # longest first: no partial leftovers
+        # longest first: no partial leftovers
+        lines = sorted(hidden_lines(nb), key=len, reverse=True)
         nb, resources = ClearHiddenTests().preprocess(nb, resources)
         for cell in nb.cells:
             graded = is_graded(cell)

@@ -306,9 +306,8 @@ def check(restore: bool = True) -> str:
                 )
                 if restore:
                     namespace[name] = value
-    blocked = _state.get(
-        "blocked", []
-    )  # what the sandbox's audit hook refused since the last check
+    # what the sandbox's audit hook refused since the last check
+    blocked = _state.get("blocked", [])
     report = {"token": _state["token"], "tampered": found, "blocked": list(dict.fromkeys(blocked))}
     blocked.clear()
     return json.dumps(report)

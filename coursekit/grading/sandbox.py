@@ -260,10 +260,11 @@ def main(argv: list[str]) -> None:
     guard.install(shell=app.shell, kernel=app.kernel)
     cwd = os.path.realpath(os.getcwd())
     home = os.path.realpath(os.path.expanduser("~"))
+    # coursekit itself
     library = [
         str(Path(sys.modules["attention_ref"].__file__).resolve().parent),
         str(Path(guard.__file__).resolve().parents[1]),
-    ]  # coursekit itself
+    ]
     # Besides the course: the grader's home (keys, tokens) and other processes
     # (/proc/<pid>/environ).
     protected = _folders(ENV_PROTECT) + [home]

@@ -1,15 +1,14 @@
 """Grade notebooks with real nbgrader in a temporary copy of the course.
 
-Used by ``make check`` (a learner grades their own copy) and by the chain tests in
-autograde_tests/ (solved lessons, the student edition and planted mistakes). The copy holds
-only what grading needs: nbgrader_config.py and the lesson sources; nbgrader itself regenerates
-the release and records the assignment in the copy's own gradebook.
+Results are read with coursekit.grading.results. Used by ``make check`` (a learner grades their own
+copy) and by the chain tests in autograde_tests/ (solved lessons, the student edition and planted
+mistakes). The copy holds only what grading needs: nbgrader_config.py and the lesson sources;
+nbgrader itself regenerates the release and records the assignment in the copy's own gradebook.
 """
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -17,40 +16,6 @@ import nbformat
 from coursekit.course.lessons import ROOT, SOLUTIONS, Lesson, all_lessons
 from coursekit.course.nbgrader_cli import nbgrader
 from coursekit.course.sources import sync_sources
-
-
-@dataclass
-class CellResult:
-    grade_id: str
-    score: float
-    max_score: float
-    message: str = ""  # "ExceptionName: message" of a failed test cell; never its code
-
-    @property
-    def passed(self) -> bool:
-        return self.score == self.max_score
-
-
-@dataclass
-class NotebookResult:
-    student: str
-    lesson: Lesson
-    cells: list[CellResult] = field(default_factory=list)  # scores as the tests gave them
-    errors: list[str] = field(default_factory=list)  # errors in cells that are not test cells
-    findings: list[str] = field(default_factory=list)  # what the grader noted (coursekit.integrity)
-    held: bool = False  # points withheld until an instructor reviews the notebook
-
-    @property
-    def score(self) -> float:
-        return sum(cell.score for cell in self.cells)
-
-    @property
-    def max_score(self) -> float:
-        return sum(cell.max_score for cell in self.cells)
-
-    @property
-    def failed(self) -> set[str]:
-        return {cell.grade_id for cell in self.cells if not cell.passed}
 
 
 class GradingError(RuntimeError):
@@ -82,9 +47,8 @@ def make_course(dest: Path, lessons: list[Lesson] | None = None, root: Path = RO
 
 def submit(course: Path, student: str, lesson: Lesson, notebook: nbformat.NotebookNode) -> Path:
     """Place ``notebook`` as ``student``'s submission of ``lesson``, as nbgrader collect would."""
-    folder = course / "submitted" / student / lesson.assignment
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{lesson.name}.ipynb"
+    path = lesson.in_course(course).submitted(student)
+    path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, path)
     return path
 
@@ -93,73 +57,3 @@ def autograde(course: Path, lesson: Lesson, *options: str) -> None:
     """``nbgrader autograde`` every submission of ``lesson`` in ``course``; ``options`` are more
     nbgrader flags, e.g. ``--SandboxKernelManager.threads=1``."""
     run_nbgrader("autograde", lesson.assignment, "--force", *options, course=course)
-
-
-def _cell_messages(notebook: nbformat.NotebookNode) -> tuple[dict[str, str], list[str]]:
-    """Messages of failed test cells by grade_id, and errors raised in other cells."""
-    by_id, others = {}, []
-    for cell in notebook.cells:
-        errors = [out for out in cell.get("outputs", []) if out.get("output_type") == "error"]
-        if not errors:
-            continue
-        text = "; ".join(
-            f"{err.get('ename', 'Error')}: {err.get('evalue', '')}".strip() for err in errors
-        )
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade"):
-            by_id[meta["grade_id"]] = text
-        else:
-            others.append(text)
-    return by_id, others
-
-
-def results(
-    course: Path, lesson: Lesson, students: list[str] | None = None
-) -> dict[str, NotebookResult]:
-    """Per-student scores of ``lesson`` from the course's gradebook, with failure messages."""
-    from nbgrader.api import Gradebook  # imported here: nbgrader is slow to import
-
-    out: dict[str, NotebookResult] = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        names = students or [s.id for s in gradebook.students]
-        for student in names:
-            graded = course / "autograded" / student / lesson.assignment / f"{lesson.name}.ipynb"
-            if not graded.exists():
-                continue
-            notebook = nbformat.read(graded, as_version=4)
-            messages, errors = _cell_messages(notebook)
-            order = [
-                c.metadata["nbgrader"]["grade_id"]
-                for c in notebook.cells
-                if c.get("metadata", {}).get("nbgrader", {}).get("grade")
-            ]
-            grades = {
-                g.name: g
-                for g in gradebook.find_submission_notebook(
-                    lesson.name, lesson.assignment, student
-                ).grades
-            }
-            meta = notebook.metadata.get("coursekit", {})
-            result = NotebookResult(
-                student=student,
-                lesson=lesson,
-                errors=errors,
-                held=bool(meta.get("held")),
-                findings=[
-                    f"[{f['severity']}] {f['kind']}: {f['message']}"
-                    + (f" ({f['where']})" if f.get("where") else "")
-                    for f in meta.get("findings", [])
-                ],
-            )
-            for grade_id in sorted(
-                grades, key=lambda g: order.index(g) if g in order else len(order)
-            ):
-                grade = grades[grade_id]
-                score = grade.auto_score if grade.auto_score is not None else 0.0
-                result.cells.append(
-                    CellResult(
-                        grade_id, float(score), float(grade.max_score), messages.get(grade_id, "")
-                    )
-                )
-            out[student] = result
-    return out

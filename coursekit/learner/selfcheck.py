@@ -18,12 +18,13 @@ import nbformat
 
 from coursekit.course.lessons import ROOT, all_lessons, lesson
 from coursekit.grading import tempcourse as grading
+from coursekit.grading.results import NotebookResult, read_results
 from coursekit.learner.workspace import WORK
 
 STUDENT = "you"
 
 
-def check(assignment: str, root: Path = ROOT) -> grading.NotebookResult | None:
+def check(assignment: str, root: Path = ROOT) -> NotebookResult | None:
     item = lesson(assignment, root)
     mine = root / WORK / item.assignment / f"{item.name}.ipynb"
     if not mine.exists():
@@ -42,10 +43,10 @@ def check(assignment: str, root: Path = ROOT) -> grading.NotebookResult | None:
             "..."
         )
         grading.autograde(course, item)
-        return grading.results(course, item, [STUDENT]).get(STUDENT)
+        return read_results(course, item, [STUDENT]).get(STUDENT)
 
 
-def report(result: grading.NotebookResult) -> str:
+def report(result: NotebookResult) -> str:
     width = max(len(c.grade_id) for c in result.cells) + 2
     lines = [
         f"{result.lesson.assignment} ({result.lesson.name})",
@@ -59,7 +60,7 @@ def report(result: grading.NotebookResult) -> str:
             lines += [
                 textwrap.indent(part, " " * (width + 16)) for part in message.splitlines()[:6]
             ]
-    lines.append(f"  {'total':<{width}}{result.score:>4g} / {result.max_score:<3g}")
+    lines.append(f"  {'total':<{width}}{result.auto:>4g} / {result.max_score:<3g}")
     if result.errors:
         lines.append(
             f"  ({len(result.errors)} other cell(s) raised errors, e.g. {result.errors[0][:100]})"
@@ -71,7 +72,7 @@ def report(result: grading.NotebookResult) -> str:
         )
     elif result.findings:
         lines.append("  Notes from the autograder:")
-    lines += [f"    {finding[:160]}" for finding in result.findings[:8]]
+    lines += [f"    {str(finding)[:160]}" for finding in result.findings[:8]]
     return "\n".join(lines)
 
 

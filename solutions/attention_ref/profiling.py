@@ -88,9 +88,8 @@ class _MultiplyAdds(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         name = getattr(func, "__name__", "")
         if name in ("matmul", "__matmul__", "mm", "bmm") and isinstance(out, torch.Tensor):
-            self.count += (
-                out.numel() * args[0].shape[-1]
-            )  # each output number: one row times one column
+            # each output number: one row times one column
+            self.count += out.numel() * args[0].shape[-1]
         elif name == "__rmatmul__" and isinstance(out, torch.Tensor):
             self.count += out.numel() * args[1].shape[-1]
         elif name == "linear":

@@ -108,21 +108,18 @@ def tiled_attention(
             )
         new_max = np.maximum(running_max, scores.max(axis=-1, keepdims=True))
         shift = _finite_or_zero(new_max)
-        alpha = np.exp(
-            running_max - shift
-        )  # 0 while nothing was seen; 1 if the maximum did not move
+        # 0 while nothing was seen; 1 if the maximum did not move
+        alpha = np.exp(running_max - shift)
         scores -= shift
-        np.exp(
-            scores, out=scores
-        )  # the block's unnormalized weights, in place: no second n_q x block array
+        # the block's unnormalized weights, in place: no second n_q x block array
+        np.exp(scores, out=scores)
         running_sum *= alpha
         running_sum += scores.sum(axis=-1, keepdims=True)
         acc *= alpha
         acc += scores @ values[..., start:stop, :].astype(work, copy=False)
         running_max = new_max
-    acc /= np.where(
-        running_sum == 0, 1.0, running_sum
-    )  # in place: the accumulator becomes the output
+    # in place: the accumulator becomes the output
+    acc /= np.where(running_sum == 0, 1.0, running_sum)
     out = acc.astype(dtype, copy=False)
     if not return_lse:
         return out

@@ -22,9 +22,8 @@ def attention_weights(queries, keys, mask=None) -> np.ndarray:
     """softmax(Q K^T / sqrt(d_k)) over the keys, masked keys excluded: ``(..., n_q, n_k)``."""
     queries = as_float_array("queries", queries)
     scores = dot_scores(queries, keys)
-    scores /= math.sqrt(
-        queries.shape[-1]
-    )  # in place, by a Python float: float32 scores stay float32
+    # in place, by a Python float: float32 scores stay float32
+    scores /= math.sqrt(queries.shape[-1])
     return softmax_in_place(scores) if mask is None else masked_softmax(scores, mask)
 
 

@@ -59,9 +59,8 @@ def cached_self_attention(x_new, params, num_heads: int, cache: dict) -> torch.T
     cache["k"], cache["v"] = k, v
     n_new, t = q.shape[-2], k.shape[-2]
     mask = None
-    if (
-        n_new > 1
-    ):  # new position i (of n_new) is position t - n_new + i: it sees the keys up to there
+    # new position i (of n_new) is position t - n_new + i: it sees the keys up to there
+    if n_new > 1:
         mask = torch.ones(n_new, t, dtype=torch.bool, device=q.device).tril(diagonal=t - n_new)
     return _project(merge_heads(weighted_sum(attention_weights(q, k, mask), v)), params, "o")
 

@@ -62,6 +62,14 @@ def _key_block(mask: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     return mask if mask.ndim == 0 or mask.shape[-1] == 1 else mask[..., start:stop]
 
 
+def _require_boolean_mask(mask) -> None:
+    if mask is not None and (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool):
+        raise TypeError(
+            "mask must be a boolean tensor (True = may attend), got "
+            f"{getattr(mask, 'dtype', type(mask))}"
+        )
+
+
 def tiled_attention(
     queries,
     keys,
@@ -82,11 +90,7 @@ def tiled_attention(
     queries, keys = as_float_tensor("queries", queries), as_float_tensor("keys", keys)
     values = as_float_tensor("values", values)
     same_dtype(queries=queries, keys=keys, values=values)
-    if mask is not None and (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool):
-        raise TypeError(
-            "mask must be a boolean tensor (True = may attend), got "
-            f"{getattr(mask, 'dtype', type(mask))}"
-        )
+    _require_boolean_mask(mask)
     batch = _checks.tiled_inputs(queries, keys, values, mask, block_size)
     dtype = queries.dtype
     work = torch.promote_types(dtype, torch.float32)
@@ -108,9 +112,8 @@ def tiled_attention(
             scores = scores.masked_fill(~_key_block(mask, start, stop), -torch.inf)
         new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
         shift = _finite_or_zero(new_max)
-        alpha = torch.exp(
-            running_max - shift
-        )  # 0 while nothing was seen; 1 if the maximum did not move
+        # 0 while nothing was seen; 1 if the maximum did not move
+        alpha = torch.exp(running_max - shift)
         if tracked:  # autograd keeps the scores (for amax) and the statistics: nothing in place
             weights = torch.exp(scores - shift)
             running_sum = running_sum * alpha + weights.sum(dim=-1, keepdim=True)

@@ -12,10 +12,12 @@ import torch
 from torch import nn
 
 from .. import _checks
+
+# plain arithmetic: one copy serves both
 from ..np.feedforward import (
     ffn_parameter_count,
     layer_parameter_counts,
-)  # plain arithmetic: one copy serves both
+)
 from .retrieval import as_float_tensor
 
 __all__ = [

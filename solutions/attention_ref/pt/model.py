@@ -91,9 +91,8 @@ class Transformer(nn.Module):
         self.d_model, self.num_heads, self.pad = d_model, num_heads, pad
         self.src_embed = nn.Embedding(src_vocab, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
-        with (
-            torch.no_grad()
-        ):  # the paper's scale: embeddings ~ 1/sqrt(d_model), times sqrt(d_model) below
+        # the paper's scale: embeddings ~ 1/sqrt(d_model), times sqrt(d_model) below
+        with torch.no_grad():
             for table in (self.src_embed.weight, self.tgt_embed.weight):
                 table.copy_(torch.randn(table.shape, generator=generator) / math.sqrt(d_model))
         self.encoder_layers = nn.ModuleList(
@@ -197,9 +196,8 @@ def greedy_decode(
     ys = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     for _ in range(max_len):
-        logits = model.decode(
-            ys, memory, src_mask
-        )  # (batch, step, vocab); only the last row is new
+        # (batch, step, vocab); only the last row is new
+        logits = model.decode(ys, memory, src_mask)
         next_token = logits[:, -1].argmax(-1)
         next_token = next_token.masked_fill(finished, model.pad)  # finished sequences only pad
         ys = torch.cat([ys, next_token[:, None]], dim=1)

@@ -32,9 +32,8 @@ def shift_matrix(k: float, d_model: int, *, device=None, dtype=torch.float32) ->
     """``(d_model, d_model)`` M_k with PE(pos + k) = PE(pos) @ M_k (see the NumPy twin)."""
     angles = k * frequencies(d_model)
     cos, sin = torch.cos(angles), torch.sin(angles)
-    blocks = torch.stack(
-        (torch.stack((cos, -sin), -1), torch.stack((sin, cos), -1)), -2
-    )  # (d/2, 2, 2)
+    # (d/2, 2, 2)
+    blocks = torch.stack((torch.stack((cos, -sin), -1), torch.stack((sin, cos), -1)), -2)
     return torch.block_diag(*blocks).to(device=device, dtype=dtype)
 
 

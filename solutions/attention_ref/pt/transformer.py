@@ -176,9 +176,8 @@ def _norm_from_torch(norm: nn.LayerNorm) -> dict:
             "elementwise_affine=True and bias=True"
         )
     params = {"gamma": norm.weight.detach(), "beta": norm.bias.detach()}
-    if (
-        norm.eps != EPS
-    ):  # only when it differs from the default, so that most dicts stay {gamma, beta}
+    # only when it differs from the default, so that most dicts stay {gamma, beta}
+    if norm.eps != EPS:
         params["eps"] = norm.eps
     return params
 

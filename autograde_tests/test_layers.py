@@ -1,0 +1,102 @@
+"""The architecture the tree claims, checked: imports run one way, the reference library stands
+alone, functions fit on a screen, and the README's drawing of the layers is the real one."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# coursekit's subpackages, lowest first: each may import its own and lower layers only.
+LAYERS = {"course": 0, "grading": 1, "publishing": 2, "learner": 2, "democlass": 3, "bench": 4}
+LONGEST = 60  # lines per function: one screen
+LIBRARY_DEPENDENCIES = {"numpy", "torch", "attention_ref"}
+
+
+def _modules(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _imports(path: Path) -> list[str]:
+    """Absolute names of what ``path`` imports; a relative import (within its own package)
+    reads as its bare module name with a leading dot."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names.append("." * node.level + (node.module or ""))
+    return names
+
+
+def _subpackage(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "coursekit" and parts[1] in LAYERS else None
+
+
+def coursekit_edges() -> set[tuple[str, str]]:
+    """(importer, imported) between coursekit's subpackages."""
+    edges = set()
+    for path in _modules(ROOT / "coursekit"):
+        parts = path.relative_to(ROOT / "coursekit").parts
+        if len(parts) < 2:
+            continue
+        for name in _imports(path):
+            target = _subpackage(name)
+            if target and target != parts[0]:
+                edges.add((parts[0], target))
+    return edges
+
+
+def test_coursekit_imports_run_from_higher_layers_to_lower_ones():
+    upward = sorted((a, b) for a, b in coursekit_edges() if LAYERS[b] >= LAYERS[a])
+    assert not upward, f"imports against the layers (importer, imported): {upward}"
+
+
+def test_tooling_never_imports_the_tests():
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _modules(ROOT / "coursekit")
+        for name in _imports(path)
+        if name.split(".")[0] == "autograde_tests"
+    ]
+    assert not offenders, offenders
+
+
+def test_the_reference_library_needs_only_numpy_and_torch():
+    """So it imports fast and runs anywhere, a bare GPU machine included."""
+    allowed = LIBRARY_DEPENDENCIES | set(sys.stdlib_module_names)
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _modules(ROOT / "solutions" / "attention_ref")
+        for name in _imports(path)
+        if not name.startswith(".") and name.split(".")[0] not in allowed
+    ]
+    assert not offenders, offenders
+
+
+@pytest.mark.parametrize("folder", ["coursekit", "solutions/attention_ref", "book"])
+def test_every_function_fits_on_a_screen(folder):
+    long = []
+    for path in _modules(ROOT / folder):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > LONGEST:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines})")
+    assert not long, f"functions over {LONGEST} lines: split them into named steps: {long}"
+
+
+def test_the_readme_draws_the_layers_as_they_are():
+    """The README's 'Layout' section lists each subpackage with what it imports from the others."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    drawn = {}
+    for name, uses in re.findall(r"^\s*coursekit/(\w+)/\s.*?(?:uses: ([\w, ]+))?$", text, re.M):
+        drawn[name] = set(filter(None, (u.strip() for u in uses.split(","))))
+    assert set(drawn) == set(LAYERS), f"the README's layout names {sorted(drawn)}"
+    real = {name: {b for a, b in coursekit_edges() if a == name} for name in LAYERS}
+    assert drawn == real, f"README says {drawn}; the code imports {real}"

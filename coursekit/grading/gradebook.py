@@ -1,0 +1,134 @@
+"""The course's gradebook (nbgrader's SQLite file): opened, changed atomically, merged.
+
+One SQLite file takes one writer, so class grading gives every parallel ``nbgrader autograde``
+process its own copy and merges the students it graded back into the course's gradebook here.
+Every change is made to a copy that is then renamed over the gradebook, so an interrupted run
+leaves it as it was after the last complete change.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+from coursekit.course.lessons import Lesson
+
+FILENAME = "gradebook.db"
+
+
+def open_gradebook(path: Path):
+    """nbgrader's ``Gradebook`` on the SQLite file ``path`` (a context manager)."""
+    from nbgrader.api import Gradebook  # slow to import: only where a gradebook is opened
+
+    return Gradebook(f"sqlite:///{path}")
+
+
+def replace_gradebook(main: Path, change) -> None:
+    """Apply ``change(gradebook)`` to a copy of ``main``, then rename the copy over it."""
+    from sqlalchemy.exc import SAWarning
+
+    tmp = main.with_name(main.name + ".merging")
+    shutil.copy2(main, tmp)
+    with open_gradebook(tmp) as gradebook, warnings.catch_warnings():
+        # nbgrader's add_submission autoflushes early; harmless
+        warnings.simplefilter("ignore", SAWarning)
+        change(gradebook)
+        gradebook.db.commit()
+    os.replace(tmp, main)
+
+
+def require_assignment(main: Path, assignment: str) -> None:
+    """A clear error when the gradebook or the assignment in it is missing."""
+    from nbgrader.api import MissingEntry
+
+    todo = f"run `nbgrader generate_assignment {assignment}` first"
+    if not main.exists():
+        raise FileNotFoundError(f"{main} does not exist: {todo}")
+    with open_gradebook(main) as gradebook:
+        try:
+            gradebook.find_assignment(assignment)
+        except MissingEntry:
+            raise LookupError(f"{assignment} is not in {main}: {todo}") from None
+
+
+def known_students(main: Path, assignment: str) -> set[str]:
+    """Students with a submission of ``assignment`` in the gradebook."""
+    with open_gradebook(main) as gradebook:
+        return {s.student.id for s in gradebook.find_assignment(assignment).submissions}
+
+
+def _records(source, assignment: str, students: list[str]) -> list[tuple]:
+    """Everything the gradebook knows about these students' submissions, as plain values."""
+    records = []
+    for student in students:
+        person = source.find_student(student)
+        submission = source.find_submission(assignment, student)
+        notebooks = []
+        for nb in submission.notebooks:
+            grades = {
+                g.name: (g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade)
+                for g in nb.grades
+            }
+            comments = {c.name: (c.auto_comment, c.manual_comment) for c in nb.comments}
+            notebooks.append((nb.name, nb.flagged, nb.late_submission_penalty, grades, comments))
+        names = {k: getattr(person, k) for k in ("first_name", "last_name", "email")}
+        records.append((student, names, submission.timestamp, notebooks))
+    return records
+
+
+def merge(main: Path, worker: Path, assignment: str, students: list[str]) -> None:
+    """Copy ``students``' submissions of ``assignment`` from the ``worker`` gradebook into
+    ``main``."""
+    with open_gradebook(worker) as source:
+        records = _records(source, assignment, students)
+
+    def change(gradebook):
+        for student, person, timestamp, notebooks in records:
+            gradebook.update_or_create_student(student, **person)
+            gradebook.update_or_create_submission(assignment, student, timestamp=timestamp)
+            for name, flagged, penalty, grades, comments in notebooks:
+                nb = gradebook.find_submission_notebook(name, assignment, student)
+                nb.flagged, nb.late_submission_penalty = flagged, penalty
+                for grade in nb.grades:
+                    values = grades[grade.name]
+                    grade.auto_score, grade.manual_score = values[0], values[1]
+                    grade.extra_credit, grade.needs_manual_grade = values[2], values[3]
+                for comment in nb.comments:
+                    comment.auto_comment, comment.manual_comment = comments[comment.name]
+
+    replace_gradebook(main, change)
+
+
+def record_zero(main: Path, lesson: Lesson, students: list[str]) -> None:
+    """Students whose submission could not be graded: 0 points, flagged."""
+
+    def change(gradebook):
+        for student in students:
+            gradebook.update_or_create_student(student)
+            gradebook.update_or_create_submission(lesson.assignment, student)
+            nb = gradebook.find_submission_notebook(lesson.name, lesson.assignment, student)
+            nb.flagged = True
+            for grade in nb.grades:
+                grade.auto_score, grade.manual_score, grade.needs_manual_grade = 0.0, None, False
+
+    replace_gradebook(main, change)
+
+
+def graded_in(worker: Path, lesson: Lesson, students: list[str]) -> list[str]:
+    """The students of a batch that nbgrader graded completely (``lesson`` in its course)."""
+    from nbgrader.api import MissingEntry
+
+    done = []
+    with open_gradebook(worker) as gradebook:
+        for student in students:
+            try:
+                nb = gradebook.find_submission_notebook(lesson.name, lesson.assignment, student)
+            except MissingEntry:
+                continue
+            if lesson.autograded(student).exists() and all(
+                g.auto_score is not None for g in nb.grades
+            ):
+                done.append(student)
+    return done

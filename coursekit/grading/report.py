@@ -1,0 +1,108 @@
+"""The class-grading report: a per-student table, grades.csv and review.md (reports/<lesson>/)."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coursekit.course.lessons import Lesson
+from coursekit.grading.results import NotebookResult
+
+REPORTS = "reports"
+STATUSES = ("graded", "held", "invalid", "failed")
+
+
+def notes(result: NotebookResult, width: int = 70) -> str:
+    """The kinds of what was found, in a line (notes are left out of a held row: the reasons
+    for the hold are what matters)."""
+    kinds = [f.kind for f in result.findings if f.severity != "note" or result.status != "held"]
+    text = ", ".join(dict.fromkeys(kinds))
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+@dataclass
+class ClassReport:
+    lesson: Lesson
+    rows: list[NotebookResult]
+    graded: int = 0  # notebooks executed by this run
+    seconds: float = 0.0
+    workers: int = 1
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def per_minute(self) -> float:
+        return 60.0 * self.graded / self.seconds if self.seconds else 0.0
+
+    def row(self, student: str) -> NotebookResult:
+        return next(r for r in self.rows if r.student == student)
+
+    def table(self) -> str:
+        width = max([len(r.student) for r in self.rows] + [7])
+        rule = "-" * (width + 40)
+        lines = [f"{'student':<{width}}  {'score':>7}  {'tests':>7}  {'status':<8} notes", rule]
+        for r in self.rows:
+            lines.append(
+                f"{r.student:<{width}}  {r.score:>7g}  {r.auto:>7g}  {r.status:<8} {notes(r)}"
+            )
+        counts = {s: sum(r.status == s for r in self.rows) for s in STATUSES}
+        maximum = max((r.max_score for r in self.rows), default=0)
+        lines += [
+            rule,
+            f"{len(self.rows)} submissions of {self.lesson.assignment} (max {maximum:g} points): "
+            + ", ".join(f"{n} {s}" for s, n in counts.items() if n),
+        ]
+        if self.graded:
+            lines.append(
+                f"graded {self.graded} notebooks in {self.seconds:.0f} s on {self.workers} "
+                f"worker(s): {self.per_minute:.1f} notebooks per minute"
+            )
+        lines += [f"PROBLEM: {problem}" for problem in self.problems]
+        return "\n".join(lines)
+
+
+def _write_csv(path: Path, report: ClassReport) -> None:
+    with path.open("w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(
+            ["student", "status", "score", "autograder_score", "max_score", "failed_tests", "notes"]
+        )
+        for r in report.rows:
+            failed = " ".join(c.grade_id for c in r.cells if not c.passed)
+            found = "; ".join(str(f) for f in r.findings)
+            out.writerow([r.student, r.status, r.score, r.auto, r.max_score, failed, found])
+
+
+def _review(report: ClassReport) -> list[str]:
+    lines = [f"# {report.lesson.assignment}: submissions to review", ""]
+    todo = [r for r in report.rows if r.status != "graded"]
+    if not todo:
+        lines.append("Nothing to review: every submission was graded as handed in.")
+    for r in todo:
+        lines += [
+            f"## {r.student}: {r.status}",
+            "",
+            f"score {r.score:g} / {r.max_score:g}; the tests gave {r.auto:g}",
+            "",
+        ]
+        lines += [
+            f"- **{f.severity}** `{f.kind}`: {f.message}" + (f" -- `{f.where}`" if f.where else "")
+            for f in r.findings
+        ]
+        if r.status == "held":
+            lines += [
+                "",
+                "After reviewing, release the points with "
+                f"`make accept LESSON={report.lesson.assignment} STUDENT={r.student}`.",
+            ]
+        lines.append("")
+    return lines + [f"**PROBLEM**: {problem}" for problem in report.problems]
+
+
+def write_reports(course: Path, report: ClassReport) -> Path:
+    """grades.csv and review.md in reports/<lesson>/ of ``course``; returns that folder."""
+    folder = Path(course) / REPORTS / report.lesson.assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_csv(folder / "grades.csv", report)
+    (folder / "review.md").write_text("\n".join(_review(report)) + "\n")
+    return folder
