@@ -24,7 +24,7 @@ BOOK_TOOLS := coursekit/publishing/book.py coursekit/course/sources.py coursekit
 BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
 BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
 
-.PHONY: help install book bench bench-book lab check notebooks test lint test-mistakes browser autograde accept grade-class feedback hub proxy clean
+.PHONY: help install book bench bench-book lab check notebooks test lint test-mistakes browser autograde accept grade-class feedback hub proxy classroom-env clean
 .DEFAULT_GOAL := help
 
 help:
@@ -98,7 +98,7 @@ lab: notebooks | $(STAMP)
 check: $(STAMP)
 	$(PY) -m coursekit.learner.selfcheck $(LESSON)
 
-test: $(STAMP) browser proxy lint
+test: $(STAMP) browser proxy classroom-env lint
 	$(PY) -m pytest
 
 # The style pyproject.toml declares, enforced (ruff is pinned in constraints.txt like every package).
@@ -151,9 +151,22 @@ feedback: $(STAMP)
 # (coursekit/classroom/). HUB_FLAGS="--shared-password demo" for a loopback demo;
 # python -m coursekit.classroom remove --yes deletes the class again.
 HUB_PORT ?= 8000
+CLASS_VENV := build/classroom/venv
 HUB_FLAGS ?=
-hub: proxy notebooks | $(STAMP)
-	HUB_PORT=$(HUB_PORT) $(PY) -m coursekit.classroom up $(HUB_FLAGS)
+hub: proxy notebooks $(CLASS_VENV)
+	HUB_PORT=$(HUB_PORT) $(CLASS_VENV)/bin/python -m coursekit.classroom up $(HUB_FLAGS)
+
+# The environment every account of the class can run (coursekit/classroom/environment.py): the
+# project's .venv, with a copy of its interpreter where every account can reach it when the
+# interpreter itself is out of their reach (pyenv under /root). patchelf relocates that copy.
+classroom-env: $(CLASS_VENV)
+$(CLASS_VENV): $(STAMP) coursekit/classroom/environment.py
+	@command -v patchelf >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq patchelf >/dev/null; \
+	  fi; }
+	$(PY) -m coursekit.classroom.environment
+	@touch $@
 
 # JupyterHub's proxy from the npm registry, at the versions classroom/proxy/package-lock.json
 # pins (as MathJax, it is fetched, never committed).

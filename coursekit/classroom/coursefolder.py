@@ -2,9 +2,9 @@
 
 The course folder is a copy of this repository (its tracked files and any new ones git does not
 ignore, with their times, so make sees the shared environment as up to date), owned by the grader
-account in its private home; its ``.venv`` is a link to the environment the hub runs in, so
-``make autograde LESSON=...`` works there as it does in the repository. An existing folder is
-never touched again: it holds the gradebook and the class's work.
+account in its private home; its ``.venv`` is a link to the environment the hub runs in
+(environment.py), so ``make autograde LESSON=...`` works there as in the repository. An existing
+folder is never touched again: it holds the gradebook and the class's work.
 
 The exchange root is world-writable as nbgrader requires (0777), with the sticky bit so nobody
 can remove or rename what another made there; the course's own folder in it is made now, owned
@@ -17,9 +17,9 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+from coursekit.classroom.environment import CLASS_VENV
 from coursekit.course.lessons import ROOT
 
 # What a copy made without git leaves out (git's ignore rules say the same, with git).
@@ -51,7 +51,7 @@ def make_course_folder(folder: Path, grader: str, repo: Path = ROOT) -> bool:
         if (repo / rel).is_file():
             (folder / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(repo / rel, folder / rel)
-    (folder / ".venv").symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+    (folder / ".venv").symlink_to(CLASS_VENV, target_is_directory=True)
     account = pwd.getpwnam(grader)
     for path in [folder, *folder.rglob("*")]:
         os.lchown(path, account.pw_uid, account.pw_gid)

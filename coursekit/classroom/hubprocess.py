@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import subprocess
 import time
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import psutil
 
-from coursekit.classroom.hubconfig import BINDIR, CLASSROOM
+from coursekit.classroom.environment import CLASS_VENV
+from coursekit.classroom.hubconfig import CLASSROOM
 from coursekit.classroom.settings import Classroom
 
 CONFIG = CLASSROOM / "jupyterhub_config.py"
@@ -23,10 +25,14 @@ class HubError(RuntimeError):
 
 
 class Hub:
-    """``jupyterhub -f classroom/jupyterhub_config.py`` for ``room``, its output in ``log``."""
+    """``jupyterhub -f classroom/jupyterhub_config.py`` for ``room``, its output in ``log``, run
+    from the environment every account can run (environment.py)."""
 
-    def __init__(self, room: Classroom, log: Path, env: dict[str, str] | None = None):
+    def __init__(
+        self, room: Classroom, log: Path, env: dict[str, str] | None = None, venv: Path = CLASS_VENV
+    ):
         self.room, self.log, self.env = room, log, env or {}
+        self.bindir = venv / "bin"
         self.process: subprocess.Popen | None = None
 
     @property
@@ -42,13 +48,13 @@ class Hub:
             "CLASSROOM_COURSE": str(self.room.source),
             "HUB_IP": self.room.ip,
             "HUB_PORT": str(self.room.port),
-            "PATH": f"{BINDIR}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "PATH": f"{self.bindir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
             **self.env,
         }
         began = time.monotonic()
         with self.log.open("a") as out:
             self.process = subprocess.Popen(
-                [str(BINDIR / "jupyterhub"), "-f", str(CONFIG)],
+                [str(self.bindir / "jupyterhub"), "-f", str(CONFIG)],
                 cwd=self.room.state,
                 env=env,
                 stdout=out,
@@ -95,8 +101,6 @@ def stop_processes_of(usernames: list[str], timeout: float = 10) -> None:
     uids = set()
     for name in usernames:
         try:
-            import pwd
-
             uids.add(pwd.getpwnam(name).pw_uid)
         except KeyError:
             continue
