@@ -44,7 +44,7 @@ def refuse_unsafe_address(room: Classroom) -> None:
         )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -55,7 +55,7 @@ def ports(state: Path) -> dict[str, int]:
     path = state / "ports.json"
     chosen = json.loads(path.read_text()) if path.exists() else {}
     for name in ("hub", "proxy_api", "formgrader"):
-        chosen.setdefault(name, _free_port())
+        chosen.setdefault(name, free_port())
     state.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(chosen))
     return chosen
