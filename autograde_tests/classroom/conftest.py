@@ -109,7 +109,8 @@ def hub(test_class):
         yield HubClient(running, token)
     finally:
         running.stop()
-        print(running.tail(3000))
+        # kept for a failed run's diagnosis: the accounts and their folders are removed
+        shutil.copy2(running.log, ROOT / "build" / "classroom-test-jupyterhub.log")
 
 
 def pytest_terminal_summary(terminalreporter):

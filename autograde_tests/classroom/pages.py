@@ -74,7 +74,8 @@ def close_dialog(page: Page) -> None:
 
 
 def open_lab(page: Page, hub_url: str, user: str) -> None:
-    page.goto(f"{hub_url}hub/spawn/{user}")
+    if "/spawn-pending/" not in page.url and f"/user/{user}/" not in page.url:
+        page.goto(f"{hub_url}hub/spawn/{user}")
     page.wait_for_url(f"**/user/{user}/lab**", timeout=SLOW)
     page.wait_for_selector(".jp-LauncherCard", timeout=SLOW)
 
