@@ -35,7 +35,7 @@ from coursekit.course.lessons import lesson as find_lesson
 from coursekit.grading import tempcourse
 
 from . import pages
-from .conftest import SHOTS, require
+from .conftest import RUNUSER, SHOTS, require
 
 LESSON = find_lesson("lesson01")
 NOTEBOOK = f"{LESSON.assignment}/{LESSON.name}.ipynb"
@@ -188,7 +188,7 @@ def _grade(page, test_class, hub, steps) -> dict[str, dict]:
     steps.shot(page, "instructor-collected")
     pages.close_dialog(page)
     graded = subprocess.run(
-        ["runuser", "-u", room.grader, "--", "make", "autograde", f"LESSON={LESSON.assignment}"],
+        [RUNUSER, "-u", room.grader, "--", "make", "autograde", f"LESSON={LESSON.assignment}"],
         cwd=room.folder,
         env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
         capture_output=True,

@@ -22,7 +22,7 @@ import nbformat
 from coursekit.classroom.environment import CLASS_VENV
 from coursekit.course.lessons import lesson as find_lesson
 
-from .conftest import NUMBERS
+from .conftest import NUMBERS, RUNUSER
 from .hubclient import StudentClient
 
 LESSON = find_lesson("lesson01")
@@ -31,7 +31,7 @@ NOTEBOOK = f"{LESSON.assignment}/{LESSON.name}.ipynb"
 
 def _as_grader(room, *argv: str) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        ["runuser", "-u", room.grader, "--", *argv],
+        [RUNUSER, "-u", room.grader, "--", *argv],
         cwd=room.folder,
         env={"PATH": f"{CLASS_VENV / 'bin'}:/usr/bin:/bin", "LANG": "C.UTF-8"},
         capture_output=True,
