@@ -29,7 +29,7 @@ class HubClient:
         answer = self.session.post(f"{self.api}/users/{name}/server", timeout=60)
         assert answer.status_code in (201, 202, 400), answer.text  # 400: already running
 
-    def wait_ready(self, name: str, timeout: float = 300) -> float:
+    def wait_ready(self, name: str, timeout: float = 900) -> float:
         """Seconds until ``name``'s server is ready."""
         began = time.monotonic()
         while time.monotonic() - began < timeout:

@@ -52,6 +52,7 @@ def log_in(page: Page, hub_url: str, user: str, password: str) -> None:
 def formgrader(page: Page, hub_url: str, course: str, view: str = "manage_assignments") -> None:
     page.goto(f"{hub_url}services/{course}/formgrader/{view}")
     page.wait_for_selector("table tbody tr", timeout=SLOW)
+    page.get_by_text("Loading, please wait...").wait_for(state="detached", timeout=SLOW)
 
 
 def formgrader_action(page: Page, lesson: str, column: str) -> str:

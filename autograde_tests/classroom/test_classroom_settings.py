@@ -80,3 +80,28 @@ def test_no_shared_password_off_loopback(tmp_path, monkeypatch):
         hubconfig.refuse_unsafe_address(room)
     monkeypatch.setenv("HUB_IP", "127.0.0.1")  # the same class on loopback: allowed
     hubconfig.refuse_unsafe_address(settings.load(tmp_path / "course.toml"))
+
+
+def test_make_lab_shows_the_learners_jupyterlab():
+    """make lab uses the same learner configuration as the hub's students (which the browser
+    test checks on the hub): no formgrader, no course list, no Create Assignment, no news."""
+    import json
+    import subprocess
+
+    from coursekit.course.lessons import ROOT
+
+    dry = subprocess.run(
+        ["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert f"JUPYTER_CONFIG_PATH={hubconfig.LEARNER}" in dry
+    page = json.loads((hubconfig.LEARNER / "labconfig" / "page_config.json").read_text())
+    assert set(page["disabledExtensions"]) >= {
+        "@jupyter/nbgrader:create-assignment",
+        "@jupyter/nbgrader:formgrader",
+        "@jupyter/nbgrader:course-list",
+        "@jupyterlab/apputils-extension:announcements",
+    }
+    server = json.loads((hubconfig.LEARNER / "jupyter_server_config.json").read_text())
+    extensions = server["ServerApp"]["jpserver_extensions"]
+    assert extensions["nbgrader.server_extensions.formgrader"] is False
+    assert server["LabApp"]["news_url"] is None

@@ -91,7 +91,7 @@ def configure(c, room: Classroom) -> None:
     c.Spawner.cmd = [str(BINDIR / "jupyterhub-singleuser")]
     c.Spawner.default_url = "/lab"
     c.Spawner.environment = server_environment(room, [LEARNER, CLASSROOM])
-    c.Spawner.start_timeout = c.Spawner.http_timeout = 180  # 30 servers starting on 2 cores
+    c.Spawner.start_timeout = c.Spawner.http_timeout = 600  # a class starting at once on few cores
     c.JupyterHub.load_groups = {
         INSTRUCTORS: {"users": room.instructors},
         STUDENTS: {"users": room.students},
