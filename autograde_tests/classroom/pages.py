@@ -78,6 +78,7 @@ def open_lab(page: Page, hub_url: str, user: str) -> None:
     if "/spawn-pending/" not in page.url and f"/user/{user}/" not in page.url:
         page.goto(f"{hub_url}hub/spawn/{user}")
     page.wait_for_url(f"**/user/{user}/lab**", timeout=SLOW)
+    page.goto(f"{hub_url}user/{user}/lab?reset")  # not the tabs of a previous visit
     page.wait_for_selector(".jp-LauncherCard", timeout=SLOW)
 
 
@@ -92,6 +93,7 @@ def nbgrader_menu(page: Page) -> list[str]:
 def open_assignments(page: Page) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
     page.locator(".lm-Menu-itemLabel", has_text="Assignment List").click()
+    page.locator("#refresh_assignments_list").click()
     page.wait_for_selector("#released_assignments_list_loading", state="hidden", timeout=SLOW)
 
 
