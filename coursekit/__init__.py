@@ -10,6 +10,9 @@ only from its own layer or lower ones, and never from the tests (autograde_tests
     democlass/    a synthetic class of solved, blank, mistaken and hostile submissions
                   (make grade-class)
     bench/        make bench and make bench-book
+    classroom/    a class on one server (make hub): accounts from classroom/roster.csv, the grader's
+                  course folder, nbgrader's exchange, JupyterHub with formgrader as a service;
+                  imports course/ and grading/, and only commands and tests import it
 
 One source, every edition (the file that makes each one on the right):
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,23 @@ NUMBERS: list[str] = []
 RUNUSER = (
     shutil.which("runuser") or "/usr/sbin/runuser"
 )  # as the grader, in its own terminal  # what the tests measured, printed at the end of the run
+
+
+def as_grader(room: settings.Classroom, *argv: str, timeout: float = 1200):
+    """Run ``argv`` as the grader account in its course folder, with the environment of the
+    grader's own terminal in formgrader's JupyterLab (the hub's course config on its path)."""
+    env = hubconfig.server_environment(room, [hubconfig.CLASSROOM], CLASS_VENV / "bin")
+    env["LANG"] = "C.UTF-8"
+    done = subprocess.run(
+        [RUNUSER, "-u", room.grader, "--", *argv],
+        cwd=room.folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
 
 
 def require(condition: bool, message: str) -> None:

@@ -15,6 +15,8 @@ class HubClient:
         self.api = f"{hub.url}hub/api"
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"token {token}"
+        # one session for a whole class's threads at once
+        self.session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=64))
 
     @property
     def url(self) -> str:

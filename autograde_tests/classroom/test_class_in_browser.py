@@ -22,7 +22,6 @@ import csv
 import hashlib
 import json
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from coursekit.course.lessons import lesson as find_lesson
 from coursekit.grading import tempcourse
 
 from . import pages
-from .conftest import RUNUSER, SHOTS, require
+from .conftest import SHOTS, as_grader, require
 
 LESSON = find_lesson("lesson01")
 NOTEBOOK = f"{LESSON.assignment}/{LESSON.name}.ipynb"
@@ -57,7 +56,9 @@ def _page(browser):
     return browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
 
 
-def _digest(folder) -> dict[str, str]:
+def _digest(home) -> dict[str, str]:
+    """The student's lesson folder as handed in (feedback, when fetched, arrives beside it)."""
+    folder = home / LESSON.assignment
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in pages.own_files(folder)
@@ -157,6 +158,7 @@ def _student_answers(page, test_class, hub, steps) -> dict[str, str]:
     pages.dismiss(page)
     pages.submit(page, LESSON.assignment)
     steps.shot(page, "student-a-submitted")
+    page.context.close()  # A leaves: nothing of A's writes to A's files any more
     return _digest(accounts.home(name))
 
 
@@ -164,6 +166,7 @@ def _student_submits_untouched(page, test_class, hub, steps) -> dict[str, str]:
     name = _student_lab(page, test_class, hub, steps, "b")
     pages.submit(page, LESSON.assignment)
     steps.shot(page, "student-b-submitted")
+    page.context.close()
     return _digest(accounts.home(name))
 
 
@@ -187,15 +190,7 @@ def _grade(page, test_class, hub, steps) -> dict[str, dict]:
     assert "Successfully collected" in pages.formgrader_action(page, LESSON.assignment, "collect")
     steps.shot(page, "instructor-collected")
     pages.close_dialog(page)
-    graded = subprocess.run(
-        [RUNUSER, "-u", room.grader, "--", "make", "autograde", f"LESSON={LESSON.assignment}"],
-        cwd=room.folder,
-        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
+    graded = as_grader(room, "make", "autograde", f"LESSON={LESSON.assignment}")
     print(graded.stdout)
     pages.formgrader(page, hub.url, room.course_id, "manage_students")
     steps.shot(page, "instructor-scores")

@@ -13,33 +13,18 @@ from __future__ import annotations
 
 import base64
 import statistics
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
 
-from coursekit.classroom.environment import CLASS_VENV
 from coursekit.course.lessons import lesson as find_lesson
 
-from .conftest import NUMBERS, RUNUSER
+from .conftest import NUMBERS, as_grader
 from .hubclient import StudentClient
 
 LESSON = find_lesson("lesson01")
 NOTEBOOK = f"{LESSON.assignment}/{LESSON.name}.ipynb"
-
-
-def _as_grader(room, *argv: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [RUNUSER, "-u", room.grader, "--", *argv],
-        cwd=room.folder,
-        env={"PATH": f"{CLASS_VENV / 'bin'}:/usr/bin:/bin", "LANG": "C.UTF-8"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return done
 
 
 def _at_once(students, action) -> list[float]:
@@ -81,7 +66,7 @@ def _inbound(room) -> dict[str, list[str]]:
 def test_thirty_students_at_once_and_a_restarted_hub(test_class, hub):
     room, names = test_class.room, test_class.load
     if not (room.exchange / room.course_id / "outbound" / LESSON.assignment).exists():
-        _as_grader(room, "nbgrader", "release_assignment", LESSON.assignment)  # run alone
+        as_grader(room, "nbgrader", "release_assignment", LESSON.assignment)  # run alone
     began = time.monotonic()
     with ThreadPoolExecutor(len(names)) as pool:
         list(pool.map(hub.start_server, names))
@@ -107,7 +92,7 @@ def test_thirty_students_at_once_and_a_restarted_hub(test_class, hub):
     assert _inbound(room) == before  # nothing lost
 
     _percentiles("submit after the restart", _at_once(students, lambda s: _hand_in(s, 2)))
-    _as_grader(room, "nbgrader", "collect", LESSON.assignment)
+    as_grader(room, "nbgrader", "collect", LESSON.assignment)
     for name in names:
         collected = room.folder / "submitted" / name / NOTEBOOK
         first = nbformat.read(collected, as_version=4).cells[0].source

@@ -61,11 +61,14 @@ def ports(state: Path) -> dict[str, int]:
     return chosen
 
 
-def server_environment(room: Classroom, config_path: list[Path]) -> dict[str, str]:
+def server_environment(
+    room: Classroom, config_path: list[Path], bindir: Path = BINDIR
+) -> dict[str, str]:
+    """What a server the hub starts sees: its Jupyter config folders, the class, the tools."""
     return {
         "JUPYTER_CONFIG_PATH": os.pathsep.join(str(p) for p in config_path),
         "CLASSROOM_COURSE": str(room.source),
-        "PATH": f"{BINDIR}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
     }
 
 
