@@ -153,7 +153,7 @@ feedback: $(STAMP)
 HUB_PORT ?= 8000
 CLASS_VENV := build/classroom/venv
 HUB_FLAGS ?=
-hub: proxy notebooks $(CLASS_VENV)
+hub: proxy $(CLASS_VENV)
 	HUB_PORT=$(HUB_PORT) $(CLASS_VENV)/bin/python -m coursekit.classroom up $(HUB_FLAGS)
 
 # The environment every account of the class can run (coursekit/classroom/environment.py): the

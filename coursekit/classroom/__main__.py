@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 
 from coursekit.classroom import accounts, coursefolder, hubconfig, hubprocess, settings
@@ -34,6 +35,7 @@ def setup(room: settings.Classroom, shared: str | None = None, renew: bool = Fal
 
 def remove(room: settings.Classroom) -> None:
     made = accounts.read_record(room.state)["made"]
+    hubprocess.stop_recorded(room.state)
     hubprocess.stop_processes_of(made)
     for name in made:
         accounts.remove(name)
@@ -101,6 +103,7 @@ def _serve(room: settings.Classroom, passwords: dict[str, str]) -> int:
         return 1
     print(describe(room, passwords))
     print(f"\nthe hub started in {seconds:.1f} s; its log: {hub.log}. Ctrl+C stops it.")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill stops it as Ctrl+C does
     try:
         return hub.wait()
     except KeyboardInterrupt:

@@ -119,3 +119,18 @@ def stop_processes_of(usernames: list[str], timeout: float = 10) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(alive, timeout=timeout)
+
+
+def stop_recorded(state: Path, timeout: float = 30) -> None:
+    """Stop a hub (and its proxy) that wrote its pid into ``state``, if it still runs."""
+    for name in ("jupyterhub.pid", "proxy.pid"):
+        path = state / name
+        try:
+            process = psutil.Process(int(path.read_text().strip()))
+        except (OSError, ValueError, psutil.NoSuchProcess):
+            continue
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except psutil.TimeoutExpired:
+            process.kill()
