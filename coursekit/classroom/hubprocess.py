@@ -127,7 +127,10 @@ def stop_recorded(state: Path, timeout: float = 30) -> None:
         path = state / name
         try:
             process = psutil.Process(int(path.read_text().strip()))
-        except (OSError, ValueError, psutil.NoSuchProcess):
+            ours = any(("jupyterhub" in part or "http-proxy" in part) for part in process.cmdline())
+        except (OSError, ValueError, psutil.Error):
+            continue
+        if not ours:  # a stale pid file, the number since reused by something else
             continue
         process.terminate()
         try:
