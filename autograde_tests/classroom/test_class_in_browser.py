@@ -18,6 +18,7 @@ student can open.
 
 from __future__ import annotations
 
+import ast
 import csv
 import hashlib
 import json
@@ -238,6 +239,10 @@ def _make_check_scores(test_class, room) -> dict:
 
 
 def _assert_graded_reads_refused(room, student: str) -> None:
+    """While graded (as the grader account), C's notebook read nothing: A's home is closed to
+    the grader by the OS (Errno 13); the course folder and the gradebook are refused by the
+    grading sandbox today ("not allowed while grading"). An OS sandbox that hides them instead
+    would say FileNotFoundError: still nothing read."""
     graded = nbformat.read(room.folder / "autograded" / student / NOTEBOOK, as_version=4)
     printed = "".join(
         out.get("text", "")
@@ -245,7 +250,11 @@ def _assert_graded_reads_refused(room, student: str) -> None:
         for out in cell.get("outputs", [])
         if "SNOOPED" in cell.source
     )
-    assert printed.count("PermissionError") == 3, printed  # nothing was read while grading
+    snooped = ast.literal_eval(printed.strip())
+    assert len(snooped) == 3, printed
+    for target, what in snooped.items():
+        assert isinstance(what, str), f"{target} was read while grading: {what!r}"
+        assert what.startswith(("PermissionError", "FileNotFoundError")), (target, what)
 
 
 def _assert_no_hidden_tests(test_class, seen: str) -> None:
