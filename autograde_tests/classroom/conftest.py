@@ -29,10 +29,9 @@ from .hubclient import HubClient
 
 LOAD_STUDENTS = 30
 SHOTS = ROOT / "build" / "classroom-screenshots"  # every step of the browser walk
-NUMBERS: list[str] = []
-RUNUSER = (
-    shutil.which("runuser") or "/usr/sbin/runuser"
-)  # as the grader, in its own terminal  # what the tests measured, printed at the end of the run
+NUMBERS: list[str] = []  # what the tests measured, printed at the end of the run
+# as the grader, in its own terminal
+RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
 
 
 def as_grader(room: settings.Classroom, *argv: str, timeout: float = 1200):

@@ -12,10 +12,9 @@ import csv
 import ipaddress
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import tomllib
 
 from coursekit.course.lessons import ROOT
 
