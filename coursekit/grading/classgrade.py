@@ -1,6 +1,7 @@
 """Grade a whole class with nbgrader, on every core, and say what happened to each student.
 
     make autograde LESSON=lesson01         # grade submitted/*/lesson01
+    python -m coursekit.grading.classgrade lesson01 --scheduler tcp://HOST:8786  # on a cluster
     make accept LESSON=lesson01 STUDENT=s  # release a held submission after review (--accept)
     python -m coursekit.grading.classgrade lesson01 --report   # the table again, without grading
 
@@ -10,11 +11,16 @@ nbgrader_config.py installs: screening, the sandbox kernel, the guard, holds for
 * **Screening first.** A submission nbgrader cannot read (no notebook, a renamed, empty or
   malformed file, another assignment's notebook, a symbolic link) is recorded with 0 points, a
   flag and a note saying what to do; it never reaches nbgrader.
-* **Both cores.** nbgrader grades one student after another. Here, batches of students are
-  graded by parallel ``nbgrader autograde`` processes, each with its own copy of the gradebook
-  (one SQLite file cannot take parallel writers); each finished batch is merged into the course's
-  gradebook. A batch whose nbgrader process fails is retried one student at a time, so one
-  submission can only ever fail itself.
+* **Every core, or a cluster.** nbgrader grades one student after another. Here, batches of
+  students are Dask tasks (coursekit.grading.cluster): on a LocalCluster of this machine by
+  default, or on an existing Dask cluster (``--scheduler tcp://HOST:8786`` or
+  ``DASK_SCHEDULER_ADDRESS``) whose workers see the course folder; every worker is checked for
+  that before anything is graded. A batch is an ``nbgrader autograde`` process with its own copy
+  of the gradebook (one SQLite file cannot take parallel writers) that writes into a folder of its
+  own (coursekit.grading.batch); what it graded comes back as data, and this process -- the only
+  writer of the gradebook and of autograded/ -- merges each finished batch. A batch whose
+  nbgrader process fails is retried one student at a time, so one submission can only ever fail
+  itself; a batch whose worker died is rerun by Dask elsewhere, counted once, and reported.
 * **Nothing lost.** Each merge writes a new gradebook beside the old one and renames it over it
   (atomic), so an interrupted run leaves the gradebook as it was after the last merge; a ledger
   (reports/<lesson>/ledger.json) records which submission (by content hash) is in it. Running
@@ -26,7 +32,8 @@ nbgrader_config.py installs: screening, the sandbox kernel, the guard, holds for
   points are held or that could not be graded, with the reasons (coursekit.grading.report).
 
 The pieces: coursekit.grading.gradebook (copies, merges, atomic changes), .ledger (what is in
-the gradebook, digests), .results (what each student got), .holds (held and accepted).
+the gradebook, digests), .results (what each student got), .holds (held and accepted), .cluster
+(where batches run) and .batch (what a worker does with one).
 """
 
 from __future__ import annotations
