@@ -29,7 +29,7 @@ from coursekit.grading.tempcourse import GradingError
 
 from .conftest import LESSON, copy_course, stop
 
-SIZE = 10  # four solved, one blank, three planted mistakes, two broken: five batches of two
+SIZE = 8  # three solved, one blank, two planted mistakes, two broken: four batches of two
 OPTIONS = ["--timeout", "10"]  # the synthetic class's cells are quick; a loaded machine is slow
 EXTRA = ["--Execute.timeout=10"]
 

@@ -271,8 +271,8 @@ def _grade_batches(run: _Run, students: list[str], size: int | None, show: bool,
                 submit([student])
             progress.update(result.graded)
         run.reruns = [
-            f"batch {n} ({', '.join(finished[n].students)}): {' and '.join(workers)} left the "
-            f"cluster while grading it; graded again by {finished[n].worker}"
+            f"batch {n} ({', '.join(finished[n].students)}): {' and '.join(workers)} was lost "
+            f"while it held the batch; graded again by {finished[n].worker}"
             for n, workers in sorted(dispatch.reruns().items())
             if n in finished
         ]

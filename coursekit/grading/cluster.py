@@ -207,14 +207,15 @@ class Dispatch:
             ) from None
 
     def reruns(self) -> dict[int, list[str]]:
-        """{batch number: workers that left the cluster (died, or were stopped) while they held
-        it}: Dask gave those batches to another worker. From the scheduler's own event log."""
+        """{batch number: workers lost while they held it}: Dask gave those batches to another
+        worker -- those it was grading, and those it had graded but whose result the client had
+        not collected yet. From the scheduler's own event log ("remove-worker" events)."""
         numbers = {key: spec.number for key, spec in self.specs.items()}
         lost: dict[int, list[str]] = {}
         for _, event in self.cluster.client.get_events("all"):
             if not isinstance(event, dict) or event.get("action") != "remove-worker":
                 continue
-            for key in event.get("processing-tasks", ()):
-                if key in numbers:
-                    lost.setdefault(numbers[key], []).append(event.get("worker", "a worker"))
+            held = {*event.get("processing-tasks", ()), *event.get("lost-computed-tasks", ())}
+            for key in sorted(held & numbers.keys()):
+                lost.setdefault(numbers[key], []).append(event.get("worker", "a worker"))
         return lost
