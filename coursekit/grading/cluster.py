@@ -77,8 +77,12 @@ def scheduler_address(given: str | None = None) -> str | None:
 
 def _connect(address: str):
     from distributed import Client
+    from distributed.comm.addressing import get_address_host_port
 
     try:
+        # a malformed address first, by Dask's own parser: a Client made with one would wait
+        # 40 s when it is garbage-collected
+        get_address_host_port(address)
         client = Client(address, timeout=CONNECT_SECONDS, set_as_default=False)
     except (OSError, ValueError, TypeError) as problem:
         raise GradingError(
