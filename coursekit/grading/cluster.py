@@ -126,12 +126,15 @@ def open_cluster(
             client.close()
         return
     n = workers or min(os.cpu_count() or 1, 8)
-    shape = dict(n_workers=n, threads_per_worker=1) if processes else dict(threads_per_worker=n)
-    local = LocalCluster(
-        processes=processes,
-        dashboard_address=None,  # 2 s of start-up and a port: the progress bar is enough here
-        **({"host": "127.0.0.1", **shape} if processes else {"n_workers": 1, **shape}),
-    )
+    # No dashboard here: 2 s of start-up and a port, for what the progress bar shows.
+    if processes:
+        local = LocalCluster(
+            n_workers=n, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+        )
+    else:  # one worker in this process (Dask's in-process transport: no port at all)
+        local = LocalCluster(
+            n_workers=1, threads_per_worker=n, processes=False, dashboard_address=None
+        )
     kind = "processes" if processes else "threads"
     with local, Client(local, set_as_default=False) as client:
         yield Cluster(client, n, f"a Dask cluster on this machine ({n} {kind})")
