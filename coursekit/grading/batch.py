@@ -121,7 +121,8 @@ def grade_batch(spec: BatchSpec) -> BatchResult:
             f"as the client does: {course_visible(str(lesson.root), spec.digest, str(spec.work))}"
         )
     attempt = spec.work / f"batch-{spec.number}" / f"attempt-{uuid.uuid4().hex[:12]}"
-    attempt.mkdir(parents=True)
+    attempt.parent.mkdir(exist_ok=True)  # not parents: a run that ended took its work folder
+    attempt.mkdir()
     local = Path(tempfile.mkdtemp(prefix="coursekit-gradebook-"))
     try:
         db = local / gradebook.FILENAME
