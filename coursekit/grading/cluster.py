@@ -110,6 +110,7 @@ def open_cluster(
     address: str | None = None, workers: int | None = None, processes: bool = False
 ) -> Iterator[Cluster]:
     """A Dask client on the cluster at ``address``, or on a LocalCluster of ``workers``."""
+    import dask
     from distributed import Client, LocalCluster
 
     if address:
@@ -126,14 +127,18 @@ def open_cluster(
             client.close()
         return
     n = workers or min(os.cpu_count() or 1, 8)
-    # No dashboard here: 2 s of start-up and a port, for what the progress bar shows.
-    if processes:
+    # Threads: one worker in this process, still over TCP so that its HTTP server (health,
+    # metrics) listens on 127.0.0.1 too. No dashboard (2 s of start-up, for what the progress bar
+    # shows), so nobody reads the workers' statistical profiles: no stack sampling either.
+    with dask.config.set({"distributed.worker.profile.enabled": False}):
         local = LocalCluster(
-            n_workers=n, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
-        )
-    else:  # one worker in this process (Dask's in-process transport: no port at all)
-        local = LocalCluster(
-            n_workers=1, threads_per_worker=n, processes=False, dashboard_address=None
+            n_workers=n if processes else 1,
+            threads_per_worker=1 if processes else n,
+            processes=processes,
+            protocol="tcp://",
+            host="127.0.0.1",  # every port of it: free ones on the loopback interface
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
         )
     kind = "processes" if processes else "threads"
     with local, Client(local, set_as_default=False) as client:
