@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import dask
 import pytest
 
 from coursekit.democlass.synthetic import build_synthetic
@@ -218,4 +219,12 @@ def test_a_scheduler_that_cannot_be_reached_is_named(synthetic_class, tmp_path, 
         assert says in str(error.value), str(error.value)
     with pytest.raises(GradingError, match="--workers sizes a cluster on this machine"):
         classgrade.grade_class(course, LESSON, 2, progress=False, scheduler=nobody)
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", nobody)  # Dask's own setting, read by Dask
+    dask.config.refresh()
+    try:
+        with pytest.raises(GradingError, match=f"at {nobody!r}"):
+            classgrade.grade_class(course, LESSON, progress=False)
+    finally:
+        monkeypatch.delenv("DASK_SCHEDULER_ADDRESS")
+        dask.config.refresh()
     assert _gradebook(course) == {} and _ledger(course) == {}
