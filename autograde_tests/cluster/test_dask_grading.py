@@ -145,6 +145,7 @@ def test_a_killed_workers_batches_were_rerun_elsewhere_and_counted_once(
     assert run.returncode == 0, run.output
     reruns = [line for line in run.output.splitlines() if line.startswith("rerun: batch")]
     assert reruns and all(run.killed in line for line in reruns), run.output
+    assert not any(line.endswith(f"graded again by {run.killed}") for line in reruns), run.output
     assert f"graded {graded_here.graded} notebooks in" in run.output, "a notebook counted twice?"
     autograded = sorted(p.parts[-3] for p in (run.course / "autograded").glob("*/*/*.ipynb"))
     assert autograded == sorted(_ledger(run.course)), "one autograded notebook per student"

@@ -274,7 +274,8 @@ def _grade_batches(run: _Run, students: list[str], size: int | None, show: bool,
             f"batch {n} ({', '.join(finished[n].students)}): {' and '.join(workers)} was lost "
             f"while it held the batch; graded again by {finished[n].worker}"
             for n, workers in sorted(dispatch.reruns().items())
-            if n in finished
+            # not one whose result was collected just before its worker was lost
+            if n in finished and finished[n].worker not in workers
         ]
     finally:
         progress.close()

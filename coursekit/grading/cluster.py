@@ -195,8 +195,16 @@ class Dispatch:
         self.tick()
 
     def _result(self, future) -> BatchResult:
-        """The task's BatchResult; a batch that killed its workers comes back as ungraded (the
-        caller grades its students one by one); anything else stops the run."""
+        """The task's BatchResult, after which the cluster forgets it (a key still held is
+        recomputed when its worker dies: the batch graded again for nothing)."""
+        try:
+            return self._outcome(future)
+        finally:
+            future.release()
+
+    def _outcome(self, future) -> BatchResult:
+        """A batch that killed its workers comes back as ungraded (the caller grades its students
+        one by one); anything else that went wrong stops the run."""
         from distributed import KilledWorker
 
         spec = self.specs[future.key]
