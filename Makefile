@@ -37,7 +37,7 @@ help:
 	@echo "make notebooks   regenerate the student edition in notebooks/ from solutions/"
 	@echo "make bench       the course's performance numbers: lessons, attention, memory, grading, GPU"
 	@echo "make bench-book  time a full book build and a rebuild after editing one lesson"
-	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader, all cores, report)"
+	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader on Dask: all cores or a cluster, report)"
 	@echo "make accept LESSON=lesson01 STUDENT=s  instructors: count a held submission's points after review"
 	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON"
 	@echo "make grade-class                 instructors: grade a synthetic class of 100 (CLASS=, LESSON=)"
@@ -125,6 +125,8 @@ browser:
 # (coursekit/grading/classgrade.py). GRADE_FLAGS=--force regrades everything; --accept STUDENT releases a hold.
 # --course: the folder this Makefile is in -- the repository, or the grader's copy of it on a hub
 # (whose .venv links to the hub's environment, where coursekit is the repository's).
+# The batches run on a Dask cluster on this machine, or on an existing one whose workers see the
+# course folder: GRADE_FLAGS="--scheduler tcp://HOST:8786" (or DASK_SCHEDULER_ADDRESS in the environment).
 GRADE_FLAGS ?=
 autograde: $(STAMP)
 	$(PY) -m coursekit.grading.classgrade $(or $(LESSON),$(error give LESSON=lessonNN)) \

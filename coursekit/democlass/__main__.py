@@ -11,6 +11,7 @@ from pathlib import Path
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.democlass.synthetic import build_synthetic
 from coursekit.grading.classgrade import REPORTS, grade_class
+from coursekit.grading.cluster import add_cluster_arguments
 from coursekit.grading.tempcourse import GradingError
 
 
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         "lesson", nargs="?", default="lesson01", help="the assignment (default lesson01)"
     )
     parser.add_argument("--students", type=int, default=100, help="size of the class (default 100)")
-    parser.add_argument("--workers", type=int, default=None, help="parallel nbgrader processes")
+    add_cluster_arguments(parser)  # --workers, --scheduler, --processes
     parser.add_argument("--batch", type=int, default=None, help="students per nbgrader process")
     parser.add_argument(
         "--timeout",
@@ -43,7 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     plan = build_synthetic(course, item, args.students)
     report = grade_class(
-        course, item, args.workers, True, args.batch, [f"--Execute.timeout={args.timeout}"]
+        course,
+        item,
+        args.workers,
+        True,
+        args.batch,
+        [f"--Execute.timeout={args.timeout}"],
+        scheduler=args.scheduler,
+        processes=args.processes,
     )
     mix = {w: sum(v == w for v in plan.values()) for w in ("solved", "blank", "mistake", "bad")}
     print(report.table())
