@@ -24,7 +24,7 @@ BOOK_TOOLS := coursekit/publishing/book.py coursekit/course/sources.py coursekit
 BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
 BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
 
-.PHONY: help install book bench bench-book lab check notebooks test lint test-mistakes browser sandbox autograde accept grade-class feedback clean
+.PHONY: help install book bench bench-book lab check notebooks test lint test-mistakes browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
 .DEFAULT_GOAL := help
 
 help:
@@ -37,17 +37,18 @@ help:
 	@echo "make notebooks   regenerate the student edition in notebooks/ from solutions/"
 	@echo "make bench       the course's performance numbers: lessons, attention, memory, grading, GPU"
 	@echo "make bench-book  time a full book build and a rebuild after editing one lesson"
-	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader, all cores, report)"
+	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader on Dask: all cores or a cluster, report)"
 	@echo "make sandbox     instructors: install bubblewrap, the OS sandbox every grading kernel runs in"
 	@echo "make accept LESSON=lesson01 STUDENT=s  instructors: count a held submission's points after review"
 	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON"
 	@echo "make grade-class                 instructors: grade a synthetic class of 100 (CLASS=, LESSON=)"
+	@echo "make hub         instructors, as root: JupyterHub for the class in classroom/ (HUB_PORT=8000)"
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[course,test]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[course,classroom,test]"
 	@# pip never removes what an older constraints.txt installed: uninstall what is no longer pinned.
 	@$(PY) -m pip freeze --exclude-editable | sed 's/==.*//' | grep -vixFf <(sed 's/[ =#].*//;/^$$/d' constraints.txt) \
 	    | xargs -r $(PY) -m pip uninstall --quiet -y
@@ -88,14 +89,17 @@ LAB_FLAGS ?=
 # A Jupyter server refuses to run as root unless told (containers, CI machines).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# classroom/learner/ is the learner's JupyterLab, the same as on the class's hub: no formgrader,
+# no course list, no Create Assignment panel, no news pop-up.
 lab: notebooks | $(STAMP)
 	$(PY) -m coursekit.learner.workspace
-	$(VENV)/bin/jupyter lab --notebook-dir=work $(ROOT_FLAG) $(LAB_FLAGS)
+	JUPYTER_CONFIG_PATH=$(CURDIR)/classroom/learner$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
+	    $(VENV)/bin/jupyter lab --notebook-dir=work $(ROOT_FLAG) $(LAB_FLAGS)
 
 check: $(STAMP)
 	$(PY) -m coursekit.learner.selfcheck $(LESSON)
 
-test: $(STAMP) browser sandbox lint
+test: $(STAMP) browser sandbox proxy classroom-env lint
 	$(PY) -m pytest
 
 # The style pyproject.toml declares, enforced (ruff is pinned in constraints.txt like every package).
@@ -130,14 +134,19 @@ sandbox:
 
 # nbgrader autograde in parallel batches, screening first, a per-student table and reports/LESSON/
 # (coursekit/grading/classgrade.py). GRADE_FLAGS=--force regrades everything; --accept STUDENT releases a hold.
+# --course: the folder this Makefile is in -- the repository, or the grader's copy of it on a hub
+# (whose .venv links to the hub's environment, where coursekit is the repository's).
+# The batches run on a Dask cluster on this machine, or on an existing one whose workers see the
+# course folder: GRADE_FLAGS="--scheduler tcp://HOST:8786" (or DASK_SCHEDULER_ADDRESS in the environment).
 GRADE_FLAGS ?=
 autograde: $(STAMP) sandbox
-	$(PY) -m coursekit.grading.classgrade $(or $(LESSON),$(error give LESSON=lessonNN)) $(GRADE_FLAGS)
+	$(PY) -m coursekit.grading.classgrade $(or $(LESSON),$(error give LESSON=lessonNN)) \
+	    --course $(CURDIR) $(GRADE_FLAGS)
 
 # An instructor reviewed a held submission (reports/LESSON/review.md): count its points.
 accept: $(STAMP)
 	$(PY) -m coursekit.grading.classgrade $(or $(LESSON),$(error give LESSON=lessonNN)) \
-	    --accept $(or $(STUDENT),$(error give STUDENT=<student id>))
+	    --course $(CURDIR) --accept $(or $(STUDENT),$(error give STUDENT=<student id>))
 
 # A synthetic class -- solved, blank, planted mistakes, broken and hostile submissions -- graded on
 # all cores in a temporary course: the per-student table and notebooks per minute.
@@ -150,6 +159,38 @@ grade-class: $(STAMP) sandbox
 
 feedback: $(STAMP)
 	$(VENV)/bin/nbgrader generate_feedback $(or $(LESSON),$(error give LESSON=lessonNN))
+
+# A class on this server (as root): accounts from classroom/roster.csv, the grader's course
+# folder, nbgrader's exchange, and JupyterHub on 127.0.0.1:$(HUB_PORT) until Ctrl+C
+# (coursekit/classroom/). HUB_FLAGS="--shared-password demo" for a loopback demo;
+# python -m coursekit.classroom remove --yes deletes the class again.
+HUB_PORT ?= 8000
+CLASS_VENV := build/classroom/venv
+HUB_FLAGS ?=
+hub: proxy $(CLASS_VENV)
+	HUB_PORT=$(HUB_PORT) $(CLASS_VENV)/bin/python -m coursekit.classroom up $(HUB_FLAGS)
+
+# The environment every account of the class can run (coursekit/classroom/environment.py): the
+# project's .venv, with a copy of its interpreter where every account can reach it when the
+# interpreter itself is out of their reach (pyenv under /root). patchelf relocates that copy.
+classroom-env: $(CLASS_VENV)
+$(CLASS_VENV): $(STAMP) coursekit/classroom/environment.py
+	@command -v patchelf >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq patchelf >/dev/null; \
+	  fi; }
+	$(PY) -m coursekit.classroom.environment
+	@touch $@
+
+# JupyterHub's proxy from the npm registry, at the versions classroom/proxy/package-lock.json
+# pins (as MathJax, it is fetched, never committed).
+PROXY := build/proxy/node_modules/.bin/configurable-http-proxy
+proxy: $(PROXY)
+$(PROXY): classroom/proxy/package.json classroom/proxy/package-lock.json
+	@mkdir -p build/proxy
+	cp classroom/proxy/package.json classroom/proxy/package-lock.json build/proxy/
+	cd build/proxy && npm ci --silent --no-audit --no-fund
+	@touch $@
 
 clean:
 	rm -rf book/_build book/lessons build solutions/*/*.ipynb

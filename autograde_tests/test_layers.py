@@ -12,7 +12,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # coursekit's subpackages, lowest first: each may import its own and lower layers only.
-LAYERS = {"course": 0, "grading": 1, "publishing": 2, "learner": 2, "democlass": 3, "bench": 4}
+LAYERS = {
+    "course": 0,
+    "grading": 1,
+    "publishing": 2,
+    "learner": 2,
+    "classroom": 2,
+    "democlass": 3,
+    "bench": 4,
+}
 LONGEST = 60  # lines per function: one screen
 LIBRARY_DEPENDENCIES = {"numpy", "torch", "attention_ref"}
 

@@ -30,36 +30,58 @@ WORKERS = max(1, min(len(os.sched_getaffinity(0)), 4))
 KERNEL_OPTIONS = ("--SandboxKernelManager.threads=1",) if WORKERS > 1 else ()
 
 
-def _grade_lesson(root: Path, lesson: Lesson) -> tuple[Path, dict]:
-    """Make the lesson's course, hand in every learner's notebook, autograde, read the scores."""
-    course = grading.make_course(root / lesson.assignment, [lesson])
-    student_nb = nbformat.read(course / "notebooks" / lesson.assignment / f"{lesson.name}.ipynb", 4)
-    solved_nb = nbformat.read(course / "solutions" / lesson.assignment / f"{lesson.name}.ipynb", 4)
-    grading.submit(course, "solved", lesson, fill_solutions(student_nb, solved_nb))
-    grading.submit(course, "blank", lesson, student_nb)
+def _learners(lesson: Lesson, student_nb, solved_nb) -> dict:
+    """{student: notebook}: the solved lesson, the student edition, one per planted mistake."""
+    handed_in = {"solved": fill_solutions(student_nb, solved_nb), "blank": student_nb}
     for mistake in (m for m in selected_mistakes() if m.lesson == lesson.assignment):
-        planted = plant(student_nb, solved_nb, mistake)
-        grading.submit(course, mistake.student, lesson, planted)
+        handed_in[mistake.student] = plant(student_nb, solved_nb, mistake)
+    return handed_in
+
+
+def _grade_part(folder: Path, lesson: Lesson, part: int, parts: int) -> tuple[Path, dict]:
+    """A course of its own (its own gradebook: one SQLite file takes one writer) for every
+    ``parts``-th learner from ``part`` on, graded by one stock `nbgrader autograde`."""
+    course = grading.make_course(folder, [lesson])
+    student_nb = nbformat.read(lesson.in_course(course).student_notebook, 4)
+    solved_nb = nbformat.read(lesson.in_course(course).source_notebook, 4)
+    learners = list(_learners(lesson, student_nb, solved_nb).items())
+    for student, notebook in learners[part::parts]:
+        grading.submit(course, student, lesson, notebook)
     grading.autograde(course, lesson, *KERNEL_OPTIONS, *nbgrader_flags())
     return course, read_results(course, lesson)
 
 
 @pytest.fixture(scope="session")
-def graded_courses(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    """{assignment: (course directory, {student: NotebookResult})}, lessons graded in parallel."""
+def graded_courses(tmp_path_factory) -> dict[str, tuple[list[Path], dict]]:
+    """{assignment: (its course directories, {student: NotebookResult})}.
+
+    Every (lesson, part) is graded by its own `nbgrader autograde`, WORKERS at a time. A lesson's
+    learners are dealt into parts when there are fewer lessons than workers (one lesson under
+    COURSE_LESSONS: both cores grade it), else each lesson is one part."""
     root = tmp_path_factory.mktemp("courses")
     lessons = selected_lessons()
+    count = max(1, WORKERS // len(lessons)) if lessons else 1
+    jobs = [
+        (lesson, root / f"{lesson.assignment}-{i}", i) for lesson in lessons for i in range(count)
+    ]
     with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:  # each worker waits on nbgrader
-        futures = {
-            lesson.assignment: pool.submit(_grade_lesson, root, lesson) for lesson in lessons
-        }
-        return {assignment: future.result() for assignment, future in futures.items()}
+        futures = [
+            (lesson, pool.submit(_grade_part, folder, lesson, i, count))
+            for lesson, folder, i in jobs
+        ]
+        out: dict[str, tuple[list[Path], dict]] = {}
+        for lesson, future in futures:
+            course, results = future.result()
+            folders, merged = out.setdefault(lesson.assignment, ([], {}))
+            folders.append(course)
+            merged.update(results)
+        return out
 
 
 @pytest.fixture(scope="session")
-def courses(graded_courses) -> dict[str, Path]:
-    """{assignment: its course directory, made by nbgrader generate_assignment from the source}."""
-    return {assignment: course for assignment, (course, _) in graded_courses.items()}
+def courses(graded_courses) -> dict[str, list[Path]]:
+    """{assignment: its courses, each made by nbgrader generate_assignment from the source}."""
+    return {assignment: folders for assignment, (folders, _) in graded_courses.items()}
 
 
 @pytest.fixture(scope="session")

@@ -93,9 +93,7 @@ def _comparable(path) -> dict:
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
 def test_committed_student_edition_matches_generated(courses, lesson):
     """notebooks/ is exactly what `make notebooks` (nbgrader generate_assignment) produces."""
-    generated = _comparable(
-        courses[lesson.assignment] / "notebooks" / lesson.assignment / f"{lesson.name}.ipynb"
-    )
+    generated = _comparable(lesson.in_course(courses[lesson.assignment][0]).student_notebook)
     committed = _comparable(lesson.student_notebook)
     assert committed == generated, (
         f"{lesson.student_notebook} is out of date with solutions/{lesson.assignment}: run `make "
@@ -126,19 +124,16 @@ def _feedback_and_export(course, assignment):
 def feedback(courses, graded):
     """nbgrader generate_feedback and export in each lesson's course, as the README's instructor
     flow runs them: {assignment: course directory}."""
+    every = [(assignment, course) for assignment, folders in courses.items() for course in folders]
     with ThreadPoolExecutor(WORKERS) as pool:
-        list(pool.map(lambda item: _feedback_and_export(item[1], item[0]), courses.items()))
-    return courses
+        list(pool.map(lambda item: _feedback_and_export(item[1], item[0]), every))
+    return [course for _, course in every]
 
 
 def test_export_has_every_students_score(feedback, graded):
     import csv
 
-    rows = [
-        row
-        for course in feedback.values()
-        for row in csv.DictReader((course / "grades.csv").open())
-    ]
+    rows = [row for course in feedback for row in csv.DictReader((course / "grades.csv").open())]
     for (assignment, student), result in graded.items():
         row = next(r for r in rows if r["assignment"] == assignment and r["student_id"] == student)
         assert float(row["raw_score"]) == result.score, (assignment, student)
@@ -153,17 +148,11 @@ def test_feedback_shows_scores_and_messages_but_no_hidden_tests(feedback, graded
     assert hidden
     students = [s for (a, s) in graded if a == lesson.assignment]
     for student in students:
-        page = (
-            feedback[lesson.assignment]
-            / "feedback"
-            / student
-            / lesson.assignment
-            / f"{lesson.name}.html"
-        )
+        result = graded[lesson.assignment, student]
+        page = result.lesson.student_folder("feedback", student) / f"{lesson.name}.html"
         text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
         leaked = [line for line in hidden if line in text]
         assert not leaked, f"feedback of {student} shows hidden tests: {leaked[:2]}"
-        result = graded[lesson.assignment, student]
         assert f"Score: {result.score:.1f} / {result.max_score:.1f}" in text, (
             f"{student}: total score missing"
         )

@@ -37,7 +37,7 @@ def test_formula(device, n, d_model):
         got.dtype == torch.float32 and got.device.type == device.type and got.shape == (n, d_model)
     )
     torch.testing.assert_close(got.cpu(), want.float())
-    # the seed's formula, cell by cell: PE(pos, 2i) = sin(pos / 10000^(2i / d_model))
+    # the paper's formula (§3.5), cell by cell: PE(pos, 2i) = sin(pos / 10000^(2i / d_model))
     pos, i = n - 1, d_model // 2 - 1
     assert math.isclose(
         rnp.positional_encoding(n, d_model)[pos, 2 * i], math.sin(pos / 10000 ** (2 * i / d_model))

@@ -17,6 +17,7 @@ from pathlib import Path
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.democlass.synthetic import build_synthetic
 from coursekit.grading.classgrade import REPORTS, grade_class
+from coursekit.grading.cluster import add_cluster_arguments
 from coursekit.grading.tempcourse import GradingError
 
 
@@ -28,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
         "lesson", nargs="?", default="lesson01", help="the assignment (default lesson01)"
     )
     parser.add_argument("--students", type=int, default=100, help="size of the class (default 100)")
-    parser.add_argument("--workers", type=int, default=None, help="parallel nbgrader processes")
+    add_cluster_arguments(parser)  # --workers, --scheduler, --processes
     parser.add_argument("--batch", type=int, default=None, help="students per nbgrader process")
     parser.add_argument(
         "--timeout",
@@ -50,21 +51,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _grade(course: Path, item, args, python_only: bool, progress: bool = True):
+    """The whole class graded again (--force), in the sandbox chosen, on the cluster chosen."""
+    return grade_class(
+        course,
+        item,
+        args.workers,
+        True,
+        args.batch,
+        [f"--Execute.timeout={args.timeout}"],
+        progress=progress,
+        scheduler=args.scheduler,
+        processes=args.processes,
+        python_only=python_only,
+    )
+
+
 def _compare(course: Path, item, args) -> int:
     """Grade the class four times (bubblewrap, Python-only, bubblewrap, Python-only) and print
     each round's throughput beside the load average it ran under."""
     rates: dict[bool, list[float]] = {False: [], True: []}
     for python_only in (False, True, False, True):
-        report = grade_class(
-            course,
-            item,
-            args.workers,
-            True,
-            args.batch,
-            [f"--Execute.timeout={args.timeout}"],
-            progress=False,
-            python_only=python_only,
-        )
+        report = _grade(course, item, args, python_only, progress=False)
         what = report.sandboxes()[0] if report.sandboxes() else "?"
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"{what}: {report.per_minute:.1f} notebooks per minute (load {load})", flush=True)
@@ -92,15 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare_sandboxes:
         code = _compare(course, item, args)
     else:
-        report = grade_class(
-            course,
-            item,
-            args.workers,
-            True,
-            args.batch,
-            [f"--Execute.timeout={args.timeout}"],
-            python_only=args.python_only_sandbox,
-        )
+        report = _grade(course, item, args, args.python_only_sandbox)
         print(report.table())
         code = 1 if report.problems else 0
     mix = {w: sum(v == w for v in plan.values()) for w in ("solved", "blank", "mistake", "bad")}

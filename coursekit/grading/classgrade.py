@@ -1,6 +1,7 @@
 """Grade a whole class with nbgrader, on every core, and say what happened to each student.
 
     make autograde LESSON=lesson01         # grade submitted/*/lesson01
+    python -m coursekit.grading.classgrade lesson01 --scheduler tcp://HOST:8786  # on a cluster
     make accept LESSON=lesson01 STUDENT=s  # release a held submission after review (--accept)
     python -m coursekit.grading.classgrade lesson01 --report   # the table again, without grading
 
@@ -10,11 +11,16 @@ nbgrader_config.py installs: screening, the sandbox kernel, the guard, holds for
 * **Screening first.** A submission nbgrader cannot read (no notebook, a renamed, empty or
   malformed file, another assignment's notebook, a symbolic link) is recorded with 0 points, a
   flag and a note saying what to do; it never reaches nbgrader.
-* **Both cores.** nbgrader grades one student after another. Here, batches of students are
-  graded by parallel ``nbgrader autograde`` processes, each with its own copy of the gradebook
-  (one SQLite file cannot take parallel writers); each finished batch is merged into the course's
-  gradebook. A batch whose nbgrader process fails is retried one student at a time, so one
-  submission can only ever fail itself.
+* **Every core, or a cluster.** nbgrader grades one student after another. Here, batches of
+  students are Dask tasks (coursekit.grading.cluster): on a LocalCluster of this machine by
+  default, or on an existing Dask cluster (``--scheduler tcp://HOST:8786`` or
+  ``DASK_SCHEDULER_ADDRESS``) whose workers see the course folder; every worker is checked for
+  that before anything is graded. A batch is an ``nbgrader autograde`` process with its own copy
+  of the gradebook (one SQLite file cannot take parallel writers) that writes into a folder of its
+  own (coursekit.grading.batch); what it graded comes back as data, and this process -- the only
+  writer of the gradebook and of autograded/ -- merges each finished batch. A batch whose
+  nbgrader process fails is retried one student at a time, so one submission can only ever fail
+  itself; a batch whose worker died is rerun by Dask elsewhere, counted once, and reported.
 * **Nothing lost.** Each merge writes a new gradebook beside the old one and renames it over it
   (atomic), so an interrupted run leaves the gradebook as it was after the last merge; a ledger
   (reports/<lesson>/ledger.json) records which submission (by content hash) is in it. Running
@@ -26,29 +32,35 @@ nbgrader_config.py installs: screening, the sandbox kernel, the guard, holds for
   points are held or that could not be graded, with the reasons (coursekit.grading.report).
 
 The pieces: coursekit.grading.gradebook (copies, merges, atomic changes), .ledger (what is in
-the gradebook, digests), .results (what each student got), .holds (held and accepted).
+the gradebook, digests), .results (what each student got), .holds (held and accepted), .cluster
+(where batches run) and .batch (what a worker does with one).
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
+import itertools
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from coursekit.course.lessons import ROOT, Lesson
 from coursekit.course.lessons import lesson as find_lesson
-from coursekit.course.nbgrader_cli import nbgrader_command, nbgrader_env
 from coursekit.course.sources import sync_sources
 from coursekit.grading import bwrap, gradebook, integrity
+from coursekit.grading.batch import BatchResult, BatchSpec, config_digest
+from coursekit.grading.cluster import (
+    Dispatch,
+    add_cluster_arguments,
+    open_cluster,
+    probe,
+    scheduler_address,
+)
 from coursekit.grading.holds import accepted_path, load_accepted, release, submission_digest
 from coursekit.grading.integrity import Finding
 from coursekit.grading.ledger import changed as changed_paths
@@ -65,8 +77,10 @@ class _Run:
     """One class-grading run of one lesson: where things are and what it has done so far."""
 
     lesson: Lesson  # in the course being graded
-    workers: int
     extra: list[str]  # more nbgrader flags
+    workers: int = 0  # batches graded at once (the Dask workers' threads)
+    where: str = ""  # the cluster, for the report
+    reruns: list[str] = field(default_factory=list)  # batches Dask gave to another worker
     everyone: list[str] = field(default_factory=list)  # who handed the lesson in
     digests: dict[str, str] = field(default_factory=dict)  # their submissions' digests
     ledger: dict = field(default_factory=dict)  # what is in the gradebook, with status
@@ -94,11 +108,11 @@ class _Run:
         write_json(self.folder / LEDGER, self.ledger)
 
 
-def _open_run(course: Path, lesson: Lesson, workers: int | None, extra) -> _Run:
+def _open_run(course: Path, lesson: Lesson, extra) -> _Run:
     """Check the course can be graded and list who handed the lesson in."""
     course = Path(course).resolve()
     sync_sources(course)  # now, not by parallel nbgrader processes at once
-    run = _Run(lesson.in_course(course), workers or min(os.cpu_count() or 1, 8), list(extra or []))
+    run = _Run(lesson.in_course(course), list(extra or []))
     try:
         gradebook.require_assignment(run.gradebook, lesson.assignment)
     except (FileNotFoundError, LookupError) as problem:
@@ -147,76 +161,60 @@ def _screen(run: _Run, students: list[str]) -> list[str]:
     return valid
 
 
-# ---------------------------------------------------------------- batches of nbgrader autograde
+# ---------------------------------------------------------------- batches on a Dask cluster
 
 
-@dataclass
-class _Batch:
-    students: list[str]
-    number: int
-    worker_db: Path
-    returncode: int = 0
-    log_tail: str = ""
+def _install(run: _Run, result: BatchResult, student: str) -> None:
+    """Move a student's autograded folder from the batch's attempt folder into autograded/."""
+    target = run.lesson.student_folder("autograded", student)
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(result.autograded(run.lesson, student), target)
 
 
-def _autograde_batch(run: _Run, batch: _Batch, work: Path, threads: int) -> _Batch:
-    """``nbgrader autograde`` of the batch's students, on a copy of the gradebook."""
-    shutil.copy2(run.gradebook, batch.worker_db)
-    exclude = [s for s in run.everyone if s not in set(batch.students)]
-    command = nbgrader_command(
-        "autograde",
-        run.lesson.assignment,
-        "--force",
-        f"--db=sqlite:///{batch.worker_db}",
-        f"--CourseDirectory.student_id_exclude={','.join(exclude)}",
-        *run.extra,
-    )
-    env = nbgrader_env(**({"COURSE_SANDBOX_THREADS": str(threads)} if threads else {}))
-    log = work / f"batch-{batch.number}.log"
-    with log.open("w") as handle:
-        result = subprocess.run(
-            command, cwd=run.course, env=env, stdout=handle, stderr=subprocess.STDOUT, check=False
-        )
-    batch.returncode = result.returncode
-    batch.log_tail = log.read_text(errors="replace")[-3000:]
-    return batch
-
-
-def _absorb(run: _Run, batch: _Batch) -> list[str]:
-    """Merge what a finished batch graded into the gradebook; return the students to grade again
-    one at a time (a batch whose nbgrader failed: find the one submission that broke it)."""
-    ok = gradebook.graded_in(batch.worker_db, run.lesson, batch.students)
+def _absorb(run: _Run, result: BatchResult) -> list[str]:
+    """Merge what a finished batch graded into autograded/ and the gradebook (this process is
+    their only writer); return the students to grade again one at a time (a batch whose nbgrader
+    failed: find the one submission that broke it)."""
+    ok = result.graded
     if ok:
-        gradebook.merge(run.gradebook, batch.worker_db, run.lesson.assignment, ok)
+        for student in ok:
+            _install(run, result, student)
+        gradebook.merge_records(run.gradebook, run.lesson.assignment, result.records)
         for student in ok:
             run.record(student, "graded")
         run.graded += len(ok)
-    lost = [s for s in batch.students if s not in ok]
-    retry = lost if len(batch.students) > 1 else []
+    lost = [s for s in result.students if s not in ok]
+    retry = lost if len(result.students) > 1 else []
     if lost and not retry:
-        _record_failed(run, lost[0], batch)
+        _record_failed(run, lost[0], result)
     run.save_ledger()
-    batch.worker_db.unlink(missing_ok=True)
+    if result.attempt:
+        shutil.rmtree(result.attempt, ignore_errors=True)
     return retry
 
 
-def _record_failed(run: _Run, student: str, batch: _Batch) -> None:
+def _record_failed(run: _Run, student: str, result: BatchResult) -> None:
     """nbgrader could not grade this one submission: 0, flagged, with nbgrader's last words."""
     shutil.rmtree(run.lesson.student_folder("autograded", student), ignore_errors=True)
     gradebook.record_zero(run.gradebook, run.lesson, [student])
-    tail = batch.log_tail.strip()
+    tail = result.log_tail.strip()
     last = tail.splitlines()[-1] if tail else ""
-    message = f"nbgrader could not grade it (exit code {batch.returncode}): {last}"
+    message = f"nbgrader could not grade it (exit code {result.returncode}): {last}"
     run.record(student, "failed", [Finding("grading-failed", "invalid", message)])
 
 
 class _Progress:
-    """A progress bar that counts autograded notebooks as nbgrader writes them."""
+    """A progress bar that counts autograded notebooks as nbgrader writes them (in the batches'
+    attempt folders) and as they are merged."""
 
-    def __init__(self, run: _Run, students: list[str], show: bool):
+    def __init__(self, run: _Run, work: Path, students: list[str], show: bool):
         from tqdm.auto import tqdm
 
-        self.paths = [run.lesson.autograded(s) for s in students]
+        self.work, self.wanted, self.merged = work, set(students), set()
+        self.pattern = (
+            f"batch-*/attempt-*/autograded/*/{run.lesson.assignment}/{run.lesson.name}.ipynb"
+        )
         self.started = time.time()
         self.bar = tqdm(
             total=len(students),
@@ -227,40 +225,58 @@ class _Progress:
             mininterval=2.0,
         )
 
-    def update(self) -> None:
-        done = sum(p.exists() and p.stat().st_mtime >= self.started for p in self.paths)
-        self.bar.update(done - self.bar.n)
+    def _written(self) -> set[str]:
+        found = set()
+        for path in self.work.glob(self.pattern):
+            try:
+                if path.stat().st_mtime >= self.started:
+                    found.add(path.parts[-3])
+            except FileNotFoundError:  # merged meanwhile
+                continue
+        return found
+
+    def update(self, merged=()) -> None:
+        self.merged |= set(merged)
+        done = len((self.merged | self._written()) & self.wanted)
+        self.bar.update(max(0, done - self.bar.n))
 
     def close(self) -> None:
         self.update()
         self.bar.close()
 
 
-def _grade_batches(run: _Run, students: list[str], size: int | None, show: bool) -> None:
-    """Grade ``students`` in batches on ``run.workers`` parallel nbgrader processes, merging each
-    finished batch into the gradebook (the only writer) as it comes."""
-    size = size or max(1, min(8, math.ceil(len(students) / (2 * run.workers))))
+def _grade_batches(run: _Run, students: list[str], size: int | None, show: bool, cluster) -> None:
+    """Grade ``students`` in batches on the Dask ``cluster``, merging each finished batch into
+    the gradebook (the only writer) as it comes."""
+    size = size or max(1, min(8, math.ceil(len(students) / (2 * cluster.workers))))
     work = Path(tempfile.mkdtemp(prefix="work-", dir=run.folder))
-    threads = 1 if run.workers > 1 else 0  # parallel kernels: one thread each, no oversubscription
-    numbers, lock = iter(range(10**9)), threading.Lock()
-    progress = _Progress(run, students, show)
+    threads = 1 if cluster.workers > 1 else 0  # parallel kernels: one thread each
+    digest, numbers = config_digest(run.course), itertools.count()
+    progress = _Progress(run, work, students, show)
+    dispatch = Dispatch(cluster, tick=progress.update)
+
+    def submit(group: list[str]) -> None:
+        number = next(numbers)
+        dispatch.submit(
+            BatchSpec(run.lesson, number, tuple(group), work, digest, tuple(run.extra), threads)
+        )
+
+    finished: dict[int, BatchResult] = {}
     try:
-        with concurrent.futures.ThreadPoolExecutor(run.workers) as pool:
-
-            def submit(group: list[str]):
-                with lock:
-                    number = next(numbers)
-                batch = _Batch(group, number, work / f"batch-{number}.db")
-                return pool.submit(_autograde_batch, run, batch, work, threads)
-
-            pending = {submit(students[i : i + size]) for i in range(0, len(students), size)}
-            while pending:
-                done, pending = concurrent.futures.wait(
-                    pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED
-                )
-                progress.update()
-                for future in done:
-                    pending |= {submit([s]) for s in _absorb(run, future.result())}
+        for i in range(0, len(students), size):
+            submit(students[i : i + size])
+        for result in dispatch.results():
+            finished[result.number] = result
+            for student in _absorb(run, result):
+                submit([student])
+            progress.update(result.graded)
+        run.reruns = [
+            f"batch {n} ({', '.join(finished[n].students)}): {' and '.join(workers)} was lost "
+            f"while it held the batch; graded again by {finished[n].worker}"
+            for n, workers in sorted(dispatch.reruns().items())
+            # not one whose result was collected just before its worker was lost
+            if n in finished and finished[n].worker not in workers
+        ]
     finally:
         progress.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -278,12 +294,16 @@ def grade_class(
     extra: list[str] | None = None,
     progress: bool = True,
     students: list[str] | None = None,
+    scheduler: str | None = None,
+    processes: bool = False,
     python_only: bool = False,
 ) -> ClassReport:
     """Grade every ``submitted/<student>/<lesson>`` of ``course`` (``students``: only these);
-    see the module's docstring. One run at a time per course and lesson (a lock file). Every
-    kernel runs in bubblewrap; where it cannot, grading refuses to start unless ``python_only``
-    accepts the Python-only sandbox."""
+    see the module's docstring. ``scheduler``: a Dask scheduler's address (default: Dask's
+    DASK_SCHEDULER_ADDRESS, else a cluster of ``workers`` on this machine, threads unless
+    ``processes``). One run at a time per course and lesson (a lock file). Every kernel runs in
+    bubblewrap; where it cannot, grading refuses to start unless ``python_only`` accepts the
+    Python-only sandbox."""
     import fcntl
 
     python_only = python_only or bwrap.PYTHON_ONLY_FLAG in (extra or [])
@@ -301,21 +321,36 @@ def grade_class(
             raise GradingError(f"another run is grading {lesson.assignment} in {course}") from None
         for stale in folder.glob("work-*"):  # left by an interrupted run
             shutil.rmtree(stale, ignore_errors=True)
-        run = _open_run(course, lesson, workers, extra)
+        run = _open_run(course, lesson, extra)
         before = course_digest(run.course, run.lesson)
-        valid = _screen(run, _to_grade(run, force, students))
-        start = time.monotonic()
-        if valid:
-            _grade_batches(run, valid, batch_size, progress)
-        seconds = time.monotonic() - start
+        todo = _to_grade(run, force, students)
+        seconds = 0.0
+        if todo:  # no cluster for a run with nothing to do
+            address = scheduler_address(scheduler)
+            with open_cluster(address, workers, processes) as cluster:
+                seconds = _grade_on(cluster, run, todo, batch_size, progress)
         problems = [
             f"{path} changed during grading"
             for path in changed_paths(before, course_digest(run.course, run.lesson))
         ]
         rows = list(read_results(run.course, run.lesson, run.everyone, run.ledger).values())
         report = ClassReport(run.lesson, rows, run.graded, seconds, run.workers, problems)
+        report.where, report.reruns = run.where, run.reruns
         write_reports(run.course, report)
         return report
+
+
+def _grade_on(cluster, run: _Run, todo: list[str], size: int | None, show: bool) -> float:
+    """Check every worker sees the course, screen, grade; return the seconds grading took."""
+    probe(cluster, run.course, run.folder)  # before anything is graded (or screened)
+    run.workers, run.where = cluster.workers, cluster.describe()
+    if show:
+        print(f"grading {run.lesson.assignment} on {run.where}", file=sys.stderr, flush=True)
+    valid = _screen(run, todo)
+    start = time.monotonic()
+    if valid:
+        _grade_batches(run, valid, size, show, cluster)
+    return time.monotonic() - start
 
 
 def accept(course: Path, lesson: Lesson, student: str) -> None:
@@ -348,9 +383,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--course", type=Path, default=ROOT, help="the course folder (default: this repository)"
     )
-    parser.add_argument(
-        "--workers", type=int, help="parallel nbgrader processes (default: one per core, <= 8)"
-    )
+    add_cluster_arguments(parser)
     parser.add_argument("--batch", type=int, help="students per nbgrader process")
     parser.add_argument("--force", action="store_true", help="grade every submission again")
     parser.add_argument(
@@ -393,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         args.force,
         args.batch,
         extra,
+        scheduler=args.scheduler,
+        processes=args.processes,
         python_only=args.python_only_sandbox,
     )
     print(report.table())

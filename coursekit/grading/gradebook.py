@@ -1,7 +1,8 @@
 """The course's gradebook (nbgrader's SQLite file): opened, changed atomically, merged.
 
 One SQLite file takes one writer, so class grading gives every parallel ``nbgrader autograde``
-process its own copy and merges the students it graded back into the course's gradebook here.
+process its own copy; the students it graded come back as plain values (:func:`records`, read on
+the Dask worker that graded them) and are merged into the course's gradebook here, by one process.
 Every change is made to a copy that is then renamed over the gradebook, so an interrupted run
 leaves it as it was after the last complete change.
 """
@@ -59,30 +60,31 @@ def known_students(main: Path, assignment: str) -> set[str]:
         return {s.student.id for s in gradebook.find_assignment(assignment).submissions}
 
 
-def _records(source, assignment: str, students: list[str]) -> list[tuple]:
-    """Everything the gradebook knows about these students' submissions, as plain values."""
-    records = []
-    for student in students:
-        person = source.find_student(student)
-        submission = source.find_submission(assignment, student)
-        notebooks = []
-        for nb in submission.notebooks:
-            grades = {
-                g.name: (g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade)
-                for g in nb.grades
-            }
-            comments = {c.name: (c.auto_comment, c.manual_comment) for c in nb.comments}
-            notebooks.append((nb.name, nb.flagged, nb.late_submission_penalty, grades, comments))
-        names = {k: getattr(person, k) for k in ("first_name", "last_name", "email")}
-        records.append((student, names, submission.timestamp, notebooks))
-    return records
-
-
-def merge(main: Path, worker: Path, assignment: str, students: list[str]) -> None:
-    """Copy ``students``' submissions of ``assignment`` from the ``worker`` gradebook into
-    ``main``."""
+def records(worker: Path, assignment: str, students: list[str]) -> list[tuple]:
+    """Everything the ``worker`` gradebook knows about these students' submissions, as plain
+    values (names, timestamp, flags, scores, comments): what a grading task hands back to the one
+    process that writes the course's gradebook (:func:`merge_records`)."""
     with open_gradebook(worker) as source:
-        records = _records(source, assignment, students)
+        return [_record(source, assignment, student) for student in students]
+
+
+def _record(source, assignment: str, student: str) -> tuple:
+    person = source.find_student(student)
+    submission = source.find_submission(assignment, student)
+    notebooks = []
+    for nb in submission.notebooks:
+        grades = {
+            g.name: (g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade)
+            for g in nb.grades
+        }
+        comments = {c.name: (c.auto_comment, c.manual_comment) for c in nb.comments}
+        notebooks.append((nb.name, nb.flagged, nb.late_submission_penalty, grades, comments))
+    names = {k: getattr(person, k) for k in ("first_name", "last_name", "email")}
+    return (student, names, submission.timestamp, notebooks)
+
+
+def merge_records(main: Path, assignment: str, records: list[tuple]) -> None:
+    """Write :func:`records` (read from a worker's gradebook) into the ``main`` gradebook."""
 
     def change(gradebook):
         for student, person, timestamp, notebooks in records:

@@ -29,6 +29,8 @@ class ClassReport:
     seconds: float = 0.0
     workers: int = 1
     problems: list[str] = field(default_factory=list)
+    where: str = ""  # the Dask cluster that graded the run (coursekit.grading.cluster)
+    reruns: list[str] = field(default_factory=list)  # batches Dask gave to another worker
 
     @property
     def per_minute(self) -> float:
@@ -57,6 +59,9 @@ class ClassReport:
                 f"graded {self.graded} notebooks in {self.seconds:.0f} s on {self.workers} "
                 f"worker(s): {self.per_minute:.1f} notebooks per minute"
             )
+        if self.where:
+            lines.append(f"on {self.where}")
+        lines += [f"rerun: {rerun}" for rerun in self.reruns]
         lines += [f"PROBLEM: {problem}" for problem in self.problems]
         return "\n".join(lines + self.sandboxes())
 
@@ -107,6 +112,7 @@ def _review(report: ClassReport) -> list[str]:
                 f"`make accept LESSON={report.lesson.assignment} STUDENT={r.student}`.",
             ]
         lines.append("")
+    lines += [f"Rerun by Dask (counted once): {rerun}" for rerun in report.reruns]
     return lines + [f"**PROBLEM**: {problem}" for problem in report.problems]
 
 

@@ -61,7 +61,8 @@ def softmax_in_place(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def normalize_weights(similarities, axis: int = -1) -> np.ndarray:
-    """Divide non-negative similarities by their sum along ``axis`` (seed 003's normalized form).
+    """Divide non-negative similarities by their sum along ``axis`` (attention with
+    a non-negative similarity, normalized as in Katharopoulos et al., 2020).
 
     Raises ValueError for a negative similarity or a slice that sums to zero: neither can be
     turned into weights by division alone (that is what softmax is for).

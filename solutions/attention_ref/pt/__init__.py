@@ -21,6 +21,10 @@ from .feedforward import (
     position_wise_ffn,
 )
 
+# lesson 10 -- generating text: temperature, top-k, beam search (the models, their training and the
+# cached generator are in attention_ref.pt.lm, PyTorch only)
+from .generation import beam_search, length_penalty, next_token_distribution, sample_next
+
 # lesson 3 -- masking
 from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask
 
@@ -38,6 +42,9 @@ from .multihead import (
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
 
+# lesson 10 -- the two pre-training objectives and BERT's size
+from .pretraining import bert_parameter_counts, mask_tokens, masked_lm_loss, next_token_loss
+
 # lesson 1 -- retrieval as attention
 from .retrieval import (
     dot_scores,
@@ -47,6 +54,9 @@ from .retrieval import (
     softmax,
     weighted_sum,
 )
+
+# lesson 10 (optional section) -- rotary position embedding
+from .rotary import rotary_embedding
 
 # lesson 2 -- scaled dot-product attention (the mask of lesson 3 included)
 from .sdpa import attention_weights, scaled_dot_product_attention
@@ -127,4 +137,13 @@ __all__ = [
     "online_softmax_stats",
     "tiled_attention",
     "cached_self_attention",
+    "bert_parameter_counts",
+    "mask_tokens",
+    "masked_lm_loss",
+    "next_token_loss",
+    "beam_search",
+    "length_penalty",
+    "next_token_distribution",
+    "sample_next",
+    "rotary_embedding",
 ]

@@ -69,7 +69,8 @@ def softmax(x, axis: int = -1) -> torch.Tensor:
 
 
 def normalize_weights(similarities, axis: int = -1) -> torch.Tensor:
-    """Divide non-negative similarities by their sum along ``axis`` (seed 003's normalized form)."""
+    """Divide non-negative similarities by their sum along ``axis`` (attention with a non-negative
+    similarity, normalized as in Katharopoulos et al., 2020)."""
     sims = as_float_tensor("similarities", similarities)
     if bool((sims < 0).any()):
         raise ValueError("similarities must be non-negative to be normalized by their sum")

@@ -1,0 +1,74 @@
+"""Lesson 10, How text is generated -- PyTorch reference (the same functions as
+``attention_ref.np.generation``, whose docstring explains temperature, top-k and beam search).
+Every function runs on the device of its inputs."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _checks
+from ..np.generation import generation_options, length_penalty
+from .retrieval import as_float_tensor
+
+__all__ = ["next_token_distribution", "sample_next", "length_penalty", "beam_search"]
+
+
+def next_token_distribution(logits, temperature: float = 1.0, top_k: int | None = None):
+    """``softmax(logits / temperature)`` over the ``top_k`` largest logits of each row (the others
+    get probability 0; ties at the k-th largest keep every tied token): ``(..., vocab)``."""
+    logits = as_float_tensor("logits", logits)
+    _checks.require_ndim("logits", logits, 1, "(..., vocab)")
+    generation_options(temperature, top_k, logits.shape[-1])
+    scaled = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = scaled.topk(top_k, dim=-1).values[..., -1:]
+        scaled = scaled.masked_fill(scaled < kth, -torch.inf)
+    return torch.softmax(scaled, dim=-1)
+
+
+def sample_next(logits, temperature: float = 1.0, top_k: int | None = None, rng=None):
+    """One token id per row of ``logits`` ``(..., vocab)`` drawn from ``next_token_distribution``
+    with ``torch.multinomial``: ``(...)`` long. ``rng``: a ``torch.Generator`` on the logits'
+    device, or None."""
+    probs = next_token_distribution(logits, temperature, top_k)
+    flat = probs.reshape(-1, probs.shape[-1]).float()  # multinomial wants float32 or float64
+    return torch.multinomial(flat, 1, generator=rng).reshape(probs.shape[:-1])
+
+
+def beam_search(log_prob_fn, prompt, beam_size: int = 4, max_new: int = 20, eos=None, alpha=0.6):
+    """The most probable continuation of ``prompt`` that a beam of ``beam_size`` finds, ranked by
+    ``log P(Y) / length_penalty(|Y|, alpha)``: ``(new tokens, score)`` (see the NumPy twin).
+
+    ``log_prob_fn(seqs)``: ``(n, t)`` long on the prompt's device -> ``(n, vocab)``
+    log-probabilities of the next token.
+    """
+    _checks.require_positive("beam_size", beam_size)
+    _checks.require_positive("max_new", max_new)
+    if not isinstance(prompt, torch.Tensor) or prompt.ndim != 1 or prompt.is_floating_point():
+        raise ValueError(f"prompt must be a 1-D tensor of token ids, got {prompt!r}")
+    if not len(prompt):
+        raise ValueError("prompt is empty: give the model at least one token to continue")
+    start = len(prompt)
+    seqs = prompt[None, :].long()
+    scores = torch.zeros(1, dtype=torch.float64)  # the bookkeeping on the CPU, in float64
+    pool = []  # (normalized score, new tokens), finished first, in the order they finished
+    for step in range(1, max_new + 1):
+        log_probs = as_float_tensor("log_prob_fn(seqs)", log_prob_fn(seqs))
+        log_probs = log_probs.detach().to("cpu", torch.float64)
+        vocab = log_probs.shape[-1]
+        candidates = (scores[:, None] + log_probs).reshape(-1)
+        scores, best = candidates.topk(min(beam_size, candidates.numel()))
+        rows, tokens = (best // vocab).to(seqs.device), (best % vocab).to(seqs.device)
+        seqs = torch.cat([seqs[rows], tokens[:, None]], dim=1)
+        done = best % vocab == eos if eos is not None else torch.zeros_like(best, dtype=torch.bool)
+        lp = length_penalty(step, alpha)
+        pool += [
+            (s.item() / lp, seqs[i, start:]) for i, s in zip(done.nonzero()[:, 0], scores[done])
+        ]
+        seqs, scores = seqs[~done.to(seqs.device)], scores[~done]
+        if not len(seqs):
+            break
+    lp = length_penalty(seqs.shape[1] - start, alpha)
+    pool += [(s.item() / lp, seq[start:]) for s, seq in zip(scores, seqs)]
+    best_score, best_tokens = max(pool, key=lambda item: item[0])  # the first of equals
+    return best_tokens, best_score
