@@ -33,6 +33,7 @@ from autograde_tests.leaks import hidden_test_lines
 from coursekit.classroom import accounts
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.grading import tempcourse
+from coursekit.grading.results import read_results
 
 from . import pages
 from .conftest import SHOTS, as_grader, require
@@ -105,7 +106,7 @@ def test_a_lesson_round_trip_in_the_browser(test_class, hub, browser):
     expected = _make_check_scores(test_class, room)
     a, b, c = (test_class.name(who) for who in "abc")
     for student in (a, b, c):
-        assert float(report[student]["autograder_score"]) == expected[student].score, student
+        assert float(report[student]["autograder_score"]) == expected[student].auto, student
     assert report[a]["status"] == report[b]["status"] == "graded"
     assert float(report[a]["score"]) > 0 and float(report[b]["score"]) == 0
     assert report[c]["status"] == "held", report[c]
@@ -235,7 +236,7 @@ def _make_check_scores(test_class, room) -> dict:
             collected = room.folder / "submitted" / student / NOTEBOOK
             tempcourse.submit(course, student, LESSON, nbformat.read(collected, as_version=4))
         tempcourse.autograde(course, LESSON)
-        return tempcourse.results(course, LESSON)
+        return read_results(course, LESSON)
 
 
 def _assert_graded_reads_refused(room, student: str) -> None:

@@ -162,20 +162,40 @@ def claim_uid() -> tuple[int, int]:
 # ---------------------------------------------------------------- the box
 
 
+def environment_folders() -> list[str]:
+    """The folders of this Python and its environment, symbolic links followed: the prefixes,
+    the interpreter's folder, the library folders (sysconfig) and what links at a prefix's top
+    point to (a virtual environment may share its site-packages, share/ or etc/ with another by
+    a link, as the class's environment does: coursekit/classroom/environment.py)."""
+    import sysconfig
+
+    found = [sys.base_prefix, sys.prefix, sys.exec_prefix, str(Path(sys.executable).parent)]
+    found += [p for p in sysconfig.get_paths().values() if Path(p).exists()]
+    for prefix in {sys.prefix, sys.base_prefix}:
+        found += [str(p) for p in Path(prefix).iterdir() if p.is_symlink()]
+    return sorted({os.path.realpath(p) for p in found})
+
+
 def _environment_paths() -> list[Path]:
     """What the kernel imports from: the Python installation, its virtual environment, and the
     two packages of this repository it needs (coursekit, the reference library) -- not the
     repository around them."""
+    paths = {Path(p).resolve() for p in environment_folders()} | set(_packages())
+    return sorted(p for p in paths if not any(q != p and q in p.parents for q in paths))
+
+
+def _packages() -> list[Path]:
+    """The folders of coursekit and the reference library as this process imports them (the
+    grader's copy of the course may hold its own coursekit, found before the installed one)."""
     import importlib.util
 
-    paths = {Path(p).resolve() for p in (sys.base_prefix, sys.prefix, sys.exec_prefix)}
-    paths.add(Path(sys.executable).resolve().parent)
+    found = []
     for package in ("coursekit", "attention_ref"):
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
             raise Unavailable(f"cannot find the {package} package to put into the grading box")
-        paths.add(Path(spec.submodule_search_locations[0]).resolve())
-    return sorted(p for p in paths if not any(q != p and q in p.parents for q in paths))
+        found.append(Path(spec.submodule_search_locations[0]).resolve())
+    return found
 
 
 def _handed_in(cwd: Path) -> list[Path]:
@@ -278,6 +298,9 @@ class Box:
             "XDG_CACHE_HOME": f"{home}/.cache",
             "XDG_CONFIG_HOME": f"{home}/.config",
             "IPYTHONDIR": f"{home}/.ipython",
+            # the kernel imports the same coursekit and library as the grader: in the box their
+            # parent folders hold nothing else
+            "PYTHONPATH": os.pathsep.join(str(p.parent) for p in _packages()),
         }
 
     def _filesystem(self) -> list[str]:

@@ -308,8 +308,7 @@ def _policy(home: str, library: list[str]) -> tuple[list[str], list[str], list[s
     protected = _folders(ENV_PROTECT) + [home]
     caches = (".cache", ".config/matplotlib", ".matplotlib", ".ipython", ".local/lib")
     caches += (".local/share/jupyter", ".pyenv", ".conda")
-    allowed = library + _folders(ENV_ALLOW)
-    allowed += [os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), cwd]
+    allowed = library + _folders(ENV_ALLOW) + bwrap.environment_folders() + [cwd]
     allowed += [os.path.join(home, p) for p in caches]
     writable = [cwd, os.path.realpath(tempfile.gettempdir()), os.path.join(home, ".cache")]
     return protected, allowed, writable
