@@ -65,6 +65,15 @@ def test_grading_refuses_to_start_without_bubblewrap_unless_told(monkeypatch, tm
     assert bwrap.nbgrader_flags(python_only=True) == [bwrap.PYTHON_ONLY_FLAG]
 
 
+def test_a_dask_worker_without_bubblewrap_is_named_before_grading(monkeypatch, tmp_path):
+    from coursekit.grading.batch import course_visible
+
+    monkeypatch.setattr(bwrap, "unavailable", lambda: "bubblewrap (bwrap) is not installed")
+    why = course_visible(str(tmp_path), "digest", str(tmp_path), bubblewrap=True)
+    assert "not installed" in why and "make sandbox" in why
+    assert "not installed" not in course_visible(str(tmp_path), "digest", str(tmp_path))
+
+
 def test_make_check_falls_back_to_the_python_only_sandbox_with_a_notice(monkeypatch, capsys):
     monkeypatch.setattr(bwrap, "unavailable", lambda: "this is darwin")
     selfcheck._sandbox_flags.cache_clear()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from coursekit.course.lessons import Lesson
 from coursekit.course.nbgrader_cli import BINDIR, nbgrader_command, nbgrader_env
-from coursekit.grading import gradebook
+from coursekit.grading import bwrap, gradebook
 
 CONFIG = "nbgrader_config.py"  # its digest says "the same course" on every machine
 
@@ -45,11 +45,14 @@ def config_digest(course: Path) -> str:
     return hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else ""
 
 
-def course_visible(course: str, digest: str, folder: str) -> str:
+def course_visible(course: str, digest: str, folder: str, bubblewrap: bool = False) -> str:
     """'' when this machine sees the course at ``course`` as the client does (its
-    nbgrader_config.py has ``digest``) and can write in ``folder`` (reports/<lesson>); otherwise
-    what is wrong. Cheap: the client runs it on every worker before anything is graded."""
+    nbgrader_config.py has ``digest``), can write in ``folder`` (reports/<lesson>) and, when
+    ``bubblewrap``, start grading kernels in it; otherwise what is wrong. Cheap: the client runs
+    it on every worker before anything is graded."""
     root = Path(course)
+    if bubblewrap and bwrap.unavailable():
+        return f"{bwrap.unavailable()} ({bwrap.INSTALL_HINT})"
     try:
         if not root.is_dir():
             return f"there is no folder {root} on this worker (is the course on a shared volume?)"

@@ -342,7 +342,8 @@ def grade_class(
 
 def _grade_on(cluster, run: _Run, todo: list[str], size: int | None, show: bool) -> float:
     """Check every worker sees the course, screen, grade; return the seconds grading took."""
-    probe(cluster, run.course, run.folder)  # before anything is graded (or screened)
+    # before anything is graded (or screened); bubblewrap unless the Python-only was accepted
+    probe(cluster, run.course, run.folder, bwrap.PYTHON_ONLY_FLAG not in run.extra)
     run.workers, run.where = cluster.workers, cluster.describe()
     if show:
         print(f"grading {run.lesson.assignment} on {run.where}", file=sys.stderr, flush=True)

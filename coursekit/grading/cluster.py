@@ -145,12 +145,13 @@ def open_cluster(
         yield Cluster(client, n, f"a Dask cluster on this machine ({n} {kind})")
 
 
-def probe(cluster: Cluster, course, folder) -> None:
+def probe(cluster: Cluster, course, folder, bubblewrap: bool = False) -> None:
     """Fail, naming the workers and why, unless every worker sees the course folder as the
-    client does and can write in ``folder``; run before anything is graded."""
+    client does, can write in ``folder`` and (``bubblewrap``) can run grading kernels in
+    bubblewrap; run before anything is graded."""
     digest = config_digest(course)
     try:
-        answers = cluster.client.run(course_visible, str(course), digest, str(folder))
+        answers = cluster.client.run(course_visible, str(course), digest, str(folder), bubblewrap)
     except Exception as problem:  # e.g. a worker without coursekit cannot unpickle the probe
         raise GradingError(
             f"the Dask workers of {cluster.where} could not run the course check "
