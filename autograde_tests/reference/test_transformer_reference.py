@@ -476,7 +476,7 @@ def test_make_batch_tasks():
                 "copy": digits,
                 "reverse": digits[::-1],
                 "sort": sorted(digits),
-                "evens_odds": digits[0::2] + digits[1::2],
+                "swap_halves": digits[len(digits) // 2 :] + digits[: len(digits) // 2],
             }[task]
             n = len(digits)
             assert o[: n + 1] == want + [tm.EOS] and set(o[n + 1 :]) <= {tm.PAD}

@@ -24,7 +24,7 @@ num_decoder_layers, pad, generator, *, dropout, positional, residual, scale, dro
     linear.
 ``greedy_decode(model, src, max_len, bos, eos)``: encode once, then one token at a time, each
     output fed back as the next input, until every sequence has produced ``eos``.
-``make_batch(task, batch_size, ...)``: copy / reverse / sort / evens_odds digit sequences
+``make_batch(task, batch_size, ...)``: copy / reverse / sort / swap_halves digit sequences
     (nothing downloaded).
 ``train(model, steps, ...)``: Adam with warm-up on fresh batches; returns the loss of every step
     (``Adam`` is written out here: creating a ``torch.optim`` optimizer imports ``torch._dynamo``);
@@ -67,9 +67,9 @@ __all__ = [
 PAD, BOS, EOS = 0, 1, 2
 FIRST_DIGIT = 3  # digit d is token FIRST_DIGIT + d
 VOCAB_SIZE = FIRST_DIGIT + 10
-# evens_odds: the digits at even positions, then those at odd ones (s[0::2] + s[1::2]): a fixed
-# alignment that is not monotone, unlike copy (the diagonal) and reverse (the anti-diagonal).
-TASKS = ("copy", "reverse", "sort", "evens_odds")
+# swap_halves: the second half, then the first (s[n // 2:] + s[:n // 2], 123456 -> 456123): a fixed
+# alignment that is not monotone, unlike copy's (the diagonal) and reverse's (the anti-diagonal).
+TASKS = ("copy", "reverse", "sort", "swap_halves")
 
 
 def _as_parameters(params: dict) -> nn.ModuleDict:
@@ -267,8 +267,8 @@ def make_batch(
     device=None,
 ):
     """A batch of the synthetic task: random digit strings and their copy, reversal, sorted form,
-    or ``evens_odds`` (the digits at even positions, then those at odd positions: 381924 ->
-    312894).
+    or ``swap_halves`` (the second half, then the first: 381924 -> 924381; of an odd length n,
+    the last n - n // 2 digits come first: 38192 -> 19238).
 
     Returns ``(src, tgt_in, tgt_out)`` of token ids (``long``):
 
@@ -303,9 +303,9 @@ def _alignment(task: str, src: torch.Tensor, lengths: torch.Tensor) -> torch.Ten
         return position
     if task == "reverse":
         return (n - 1 - position).clamp(min=0)
-    if task == "evens_odds":
-        evens = (n + 1) // 2  # positions 0, 2, 4, ... come first
-        order = torch.where(position < evens, 2 * position, 2 * (position - evens) + 1)
+    if task == "swap_halves":
+        first = n // 2  # the length of the first half, which moves to the end
+        order = torch.where(position < n - first, position + first, position - (n - first))
         return order.clamp(max=src.shape[1] - 1)
     return torch.where(src == PAD, VOCAB_SIZE, src).argsort(dim=1, stable=True)  # sort
 
