@@ -470,7 +470,12 @@ def test_make_batch_tasks():
             assert 2 <= len(digits) <= 6 and s[: len(digits)] == digits, (
                 "digits first, then padding"
             )
-            want = {"copy": digits, "reverse": digits[::-1], "sort": sorted(digits)}[task]
+            want = {
+                "copy": digits,
+                "reverse": digits[::-1],
+                "sort": sorted(digits),
+                "swap_halves": digits[len(digits) // 2 :] + digits[: len(digits) // 2],
+            }[task]
             n = len(digits)
             assert o[: n + 1] == want + [tm.EOS] and set(o[n + 1 :]) <= {tm.PAD}
             assert i[: n + 1] == [tm.BOS] + want and set(i[n + 1 :]) <= {tm.PAD}, (

@@ -82,7 +82,15 @@ def _project(x, params: dict, name: str):
 
 
 def multi_head_attention(
-    query, key, value, params: dict, num_heads: int, mask=None, return_weights: bool = False
+    query,
+    key,
+    value,
+    params: dict,
+    num_heads: int,
+    mask=None,
+    return_weights: bool = False,
+    *,
+    scale=None,
 ):
     """Multi-head attention: ``(..., n_q, d_model)`` -> ``(..., n_q, d_model)``.
 
@@ -102,7 +110,7 @@ def multi_head_attention(
         mask = np.asarray(mask)
         if mask.ndim >= 2:
             mask = mask[..., None, :, :]  # the same mask for every head
-    weights = attention_weights(q, k, mask)
+    weights = attention_weights(q, k, mask, scale=scale)
     output = _project(merge_heads(weighted_sum(weights, v)), params, "o")
     return (output, weights) if return_weights else output
 

@@ -18,16 +18,22 @@ from .masking import masked_softmax
 from .retrieval import as_float_array, dot_scores, softmax_in_place, weighted_sum
 
 
-def attention_weights(queries, keys, mask=None) -> np.ndarray:
-    """softmax(Q K^T / sqrt(d_k)) over the keys, masked keys excluded: ``(..., n_q, n_k)``."""
+def attention_weights(queries, keys, mask=None, *, scale=None) -> np.ndarray:
+    """softmax(Q K^T / sqrt(d_k)) over the keys, masked keys excluded: ``(..., n_q, n_k)``.
+
+    ``scale`` replaces ``1 / sqrt(d_k)`` (as in ``F.scaled_dot_product_attention``); ``scale=1``
+    gives the unscaled dot products that lesson 8's ablation trains with.
+    """
     queries = as_float_array("queries", queries)
     scores = dot_scores(queries, keys)
-    # in place, by a Python float: float32 scores stay float32
-    scores /= math.sqrt(queries.shape[-1])
+    if scale is None:  # in place, by a Python float: float32 scores stay float32
+        scores /= math.sqrt(queries.shape[-1])
+    else:
+        scores *= float(scale)
     return softmax_in_place(scores) if mask is None else masked_softmax(scores, mask)
 
 
-def scaled_dot_product_attention(queries, keys, values, mask=None) -> np.ndarray:
+def scaled_dot_product_attention(queries, keys, values, mask=None, *, scale=None) -> np.ndarray:
     """Eq. (1): softmax(Q K^T / sqrt(d_k)) V, with an optional boolean mask (True = may attend).
 
     queries ``(..., n_q, d_k)``, keys ``(..., n_k, d_k)``, values ``(..., n_k, d_v)``,
@@ -35,4 +41,4 @@ def scaled_dot_product_attention(queries, keys, values, mask=None) -> np.ndarray
     """
     keys, values = as_float_array("keys", keys), as_float_array("values", values)
     _checks.keys_values_inputs(keys, values)
-    return weighted_sum(attention_weights(queries, keys, mask), values)
+    return weighted_sum(attention_weights(queries, keys, mask, scale=scale), values)

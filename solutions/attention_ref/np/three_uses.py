@@ -44,15 +44,15 @@ def combine_masks(*masks):
 
 
 def encoder_self_attention(
-    x, params: dict, num_heads: int, src_mask=None, return_weights: bool = False
+    x, params: dict, num_heads: int, src_mask=None, return_weights: bool = False, *, scale=None
 ):
     """Q = K = V = x, the encoder's sequence ``(..., n_src, d_model)``; ``src_mask`` hides padding
     keys."""
-    return multi_head_attention(x, x, x, params, num_heads, src_mask, return_weights)
+    return multi_head_attention(x, x, x, params, num_heads, src_mask, return_weights, scale=scale)
 
 
 def decoder_self_attention(
-    y, params: dict, num_heads: int, tgt_mask=None, return_weights: bool = False
+    y, params: dict, num_heads: int, tgt_mask=None, return_weights: bool = False, *, scale=None
 ):
     """Q = K = V = y, the decoder's sequence ``(..., n_tgt, d_model)``, with the causal mask always
     on.
@@ -64,15 +64,24 @@ def decoder_self_attention(
     if y.ndim < 2:
         raise ValueError(f"y must have shape (..., n_tgt, d_model), got shape {y.shape}")
     mask = combine_masks(causal_mask(y.shape[-2]), tgt_mask)
-    return multi_head_attention(y, y, y, params, num_heads, mask, return_weights)
+    return multi_head_attention(y, y, y, params, num_heads, mask, return_weights, scale=scale)
 
 
 def encoder_decoder_attention(
-    y, memory, params: dict, num_heads: int, memory_mask=None, return_weights: bool = False
+    y,
+    memory,
+    params: dict,
+    num_heads: int,
+    memory_mask=None,
+    return_weights: bool = False,
+    *,
+    scale=None,
 ):
     """Queries from the decoder ``y`` ``(..., n_tgt, d_model)``; keys and values from the encoder's
     output ``memory`` ``(..., n_src, d_model)``. ``memory_mask`` hides the source's padding keys."""
-    return multi_head_attention(y, memory, memory, params, num_heads, memory_mask, return_weights)
+    return multi_head_attention(
+        y, memory, memory, params, num_heads, memory_mask, return_weights, scale=scale
+    )
 
 
 def transformer_masks(src_lengths, tgt_lengths, n_src: int, n_tgt: int):

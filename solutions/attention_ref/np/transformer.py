@@ -52,29 +52,55 @@ def layer_norm(x, gamma, beta, eps: float = EPS) -> np.ndarray:
     return (x - mean) / np.sqrt(var + eps) * gamma + beta
 
 
-def add_and_norm(x, sublayer, norm: dict) -> np.ndarray:
-    """The paper's "Add & Norm": ``LayerNorm(x + sublayer(x))`` with ``norm``'s gamma and beta."""
+def add_and_norm(x, sublayer, norm: dict, *, dropout=None, residual: bool = True) -> np.ndarray:
+    """The paper's "Add & Norm": ``LayerNorm(x + sublayer(x))`` with ``norm``'s gamma and beta.
+
+    ``dropout``, a function, is applied to the sub-layer's output before it is added to ``x``:
+    ``LayerNorm(x + dropout(sublayer(x)))``, the paper's residual dropout (section 5.4).
+    ``residual=False`` leaves the ``x +`` out, ``LayerNorm(sublayer(x))``: an ablation.
+    """
     _checks.norm_params(norm)
-    return layer_norm(x + sublayer(x), norm["gamma"], norm["beta"], norm.get("eps", EPS))
+    out = sublayer(x)
+    if dropout is not None:
+        out = dropout(out)
+    return layer_norm(
+        x + out if residual else out, norm["gamma"], norm["beta"], norm.get("eps", EPS)
+    )
 
 
-def encoder_layer(x, params: dict, num_heads: int, src_mask=None, return_weights: bool = False):
+def encoder_layer(
+    x,
+    params: dict,
+    num_heads: int,
+    src_mask=None,
+    return_weights: bool = False,
+    *,
+    dropout=None,
+    residual: bool = True,
+    scale=None,
+):
     """One encoder layer: self-attention, then the FFN, each inside Add & Norm.
 
     ``x`` ``(..., n_src, d_model)`` -> same shape. With ``return_weights=True`` the result is
     ``(output, {"self_attn": weights (..., h, n_src, n_src)})``.
+    ``dropout``, ``residual`` and ``scale`` are those of ``add_and_norm`` and ``attention_weights``
+    (the residual dropout of section 5.4, and lesson 8's ablations); the defaults are the paper's
+    layer without dropout.
     """
     _checks.layer_params(params, "encoder")
     weights = {}
 
     def self_attention(x):
         out, weights["self_attn"] = encoder_self_attention(
-            x, params["self_attn"], num_heads, src_mask, return_weights=True
+            x, params["self_attn"], num_heads, src_mask, return_weights=True, scale=scale
         )
         return out
 
-    x = add_and_norm(x, self_attention, params["norm_1"])
-    x = add_and_norm(x, lambda x: position_wise_ffn(x, params["ffn"]), params["norm_2"])
+    def add_norm(x, sublayer, norm):
+        return add_and_norm(x, sublayer, norm, dropout=dropout, residual=residual)
+
+    x = add_norm(x, self_attention, params["norm_1"])
+    x = add_norm(x, lambda x: position_wise_ffn(x, params["ffn"]), params["norm_2"])
     return (x, weights) if return_weights else x
 
 
@@ -86,6 +112,10 @@ def decoder_layer(
     tgt_mask=None,
     memory_mask=None,
     return_weights: bool = False,
+    *,
+    dropout=None,
+    residual: bool = True,
+    scale=None,
 ):
     """One decoder layer: masked self-attention, cross-attention over ``memory``, the FFN.
 
@@ -94,49 +124,69 @@ def decoder_layer(
     (``tgt_mask``, e.g. target padding, is combined with it); ``memory_mask`` hides source keys.
     With ``return_weights=True``: ``(output, {"self_attn": (..., h, n_tgt, n_tgt),
     "cross_attn": (..., h, n_tgt, n_src)})``.
+    ``dropout``, ``residual`` and ``scale`` are those of ``add_and_norm`` and ``attention_weights``
+    (the residual dropout of section 5.4, and lesson 8's ablations); the defaults are the paper's
+    layer without dropout.
     """
     _checks.layer_params(params, "decoder")
     weights = {}
 
     def self_attention(y):
         out, weights["self_attn"] = decoder_self_attention(
-            y, params["self_attn"], num_heads, tgt_mask, return_weights=True
+            y, params["self_attn"], num_heads, tgt_mask, return_weights=True, scale=scale
         )
         return out
 
     def cross_attention(y):
         out, weights["cross_attn"] = encoder_decoder_attention(
-            y, memory, params["cross_attn"], num_heads, memory_mask, return_weights=True
+            y,
+            memory,
+            params["cross_attn"],
+            num_heads,
+            memory_mask,
+            return_weights=True,
+            scale=scale,
         )
         return out
 
-    y = add_and_norm(y, self_attention, params["norm_1"])
-    y = add_and_norm(y, cross_attention, params["norm_2"])
-    y = add_and_norm(y, lambda y: position_wise_ffn(y, params["ffn"]), params["norm_3"])
+    def add_norm(y, sublayer, norm):
+        return add_and_norm(y, sublayer, norm, dropout=dropout, residual=residual)
+
+    y = add_norm(y, self_attention, params["norm_1"])
+    y = add_norm(y, cross_attention, params["norm_2"])
+    y = add_norm(y, lambda y: position_wise_ffn(y, params["ffn"]), params["norm_3"])
     return (y, weights) if return_weights else y
 
 
-def encoder(x, layers, num_heads: int, src_mask=None, return_weights: bool = False):
+def encoder(x, layers, num_heads: int, src_mask=None, return_weights: bool = False, **options):
     """The encoder stack: ``encoder_layer`` for each parameter dict in ``layers``, in order.
 
     With ``return_weights=True``: ``(output, [weights of layer 1, ..., weights of layer N])``.
+    ``options`` (``dropout``, ``residual``, ``scale``) are passed on to every layer.
     """
     all_weights = []
     for params in _checks.stack_layers(layers):
-        x, weights = encoder_layer(x, params, num_heads, src_mask, return_weights=True)
+        x, weights = encoder_layer(x, params, num_heads, src_mask, return_weights=True, **options)
         all_weights.append(weights)
     return (x, all_weights) if return_weights else x
 
 
 def decoder(
-    y, memory, layers, num_heads: int, tgt_mask=None, memory_mask=None, return_weights: bool = False
+    y,
+    memory,
+    layers,
+    num_heads: int,
+    tgt_mask=None,
+    memory_mask=None,
+    return_weights: bool = False,
+    **options,
 ):
     """The decoder stack: every layer attends to the same ``memory`` (the encoder's final
-    output)."""
+    output); ``options`` are passed on to every layer."""
     all_weights = []
     for params in _checks.stack_layers(layers):
         y, weights = decoder_layer(
-            y, memory, params, num_heads, tgt_mask, memory_mask, return_weights=True
+            y, memory, params, num_heads, tgt_mask, memory_mask, return_weights=True, **options
         )
         all_weights.append(weights)
     return (y, all_weights) if return_weights else y

@@ -70,6 +70,9 @@ from .three_uses import (
     transformer_masks,
 )
 
+# lesson 8 -- training the Transformer (section 5): label smoothing, Eq. (3), residual dropout
+from .training import dropout, label_smoothed_cross_entropy, lrate
+
 # lesson 8 -- the Transformer assembled
 from .transformer import (
     add_and_norm,
@@ -132,6 +135,9 @@ __all__ = [
     "layer_norm",
     "encoder_layer_params_from_torch",
     "decoder_layer_params_from_torch",
+    "label_smoothed_cross_entropy",
+    "lrate",
+    "dropout",
     "merge_attention",
     "online_softmax",
     "online_softmax_stats",

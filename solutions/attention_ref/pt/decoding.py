@@ -84,6 +84,11 @@ class CachedDecoder:
     """
 
     def __init__(self, model, src: torch.Tensor, self_attention=None):
+        if not getattr(model, "residual", True) or getattr(model, "scale", None) is not None:
+            raise ValueError(
+                "CachedDecoder runs the paper's decoder layers: build the model without the "
+                "ablations residual=False or scale=..."
+            )
         self.model = model
         self.num_heads = model.num_heads
         self.self_attention = cached_self_attention if self_attention is None else self_attention

@@ -120,7 +120,15 @@ def _project(x, params: dict, name: str) -> torch.Tensor:
 
 
 def multi_head_attention(
-    query, key, value, params: dict, num_heads: int, mask=None, return_weights: bool = False
+    query,
+    key,
+    value,
+    params: dict,
+    num_heads: int,
+    mask=None,
+    return_weights: bool = False,
+    *,
+    scale=None,
 ):
     """Multi-head attention: ``(..., n_q, d_model)`` -> ``(..., n_q, d_model)``; see the NumPy
     twin."""
@@ -135,6 +143,6 @@ def multi_head_attention(
     v = split_heads(_project(value, params, "v"), num_heads)
     if mask is not None and mask.ndim >= 2:
         mask = mask.unsqueeze(-3)  # the same mask for every head
-    weights = attention_weights(q, k, mask)
+    weights = attention_weights(q, k, mask, scale=scale)
     output = _project(merge_heads(weighted_sum(weights, v)), params, "o")
     return (output, weights) if return_weights else output

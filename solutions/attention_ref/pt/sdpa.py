@@ -15,18 +15,20 @@ from .masking import masked_softmax
 from .retrieval import as_float_tensor, dot_scores, same_dtype, softmax, upcast, weighted_sum
 
 
-def attention_weights(queries, keys, mask=None) -> torch.Tensor:
-    """softmax(Q K^T / sqrt(d_k)) over the keys, masked keys excluded: ``(..., n_q, n_k)``."""
+def attention_weights(queries, keys, mask=None, *, scale=None) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(d_k)) over the keys, masked keys excluded: ``(..., n_q, n_k)``;
+    ``scale`` replaces ``1 / sqrt(d_k)``, as in ``F.scaled_dot_product_attention``."""
     queries, keys = as_float_tensor("queries", queries), as_float_tensor("keys", keys)
     same_dtype(queries=queries, keys=keys)
     dtype = queries.dtype
     queries, keys = upcast(queries, keys)
-    scores = dot_scores(queries, keys) / math.sqrt(queries.shape[-1])
+    scores = dot_scores(queries, keys)
+    scores = scores / math.sqrt(queries.shape[-1]) if scale is None else scores * float(scale)
     weights = softmax(scores, axis=-1) if mask is None else masked_softmax(scores, mask)
     return weights.to(dtype)
 
 
-def scaled_dot_product_attention(queries, keys, values, mask=None) -> torch.Tensor:
+def scaled_dot_product_attention(queries, keys, values, mask=None, *, scale=None) -> torch.Tensor:
     """Eq. (1): softmax(Q K^T / sqrt(d_k)) V, with an optional boolean mask (True = may attend)."""
     keys, values = as_float_tensor("keys", keys), as_float_tensor("values", values)
     queries = as_float_tensor("queries", queries)
@@ -34,4 +36,4 @@ def scaled_dot_product_attention(queries, keys, values, mask=None) -> torch.Tens
     _checks.keys_values_inputs(keys, values)
     dtype = values.dtype
     queries, keys, values = upcast(queries, keys, values)
-    return weighted_sum(attention_weights(queries, keys, mask), values).to(dtype)
+    return weighted_sum(attention_weights(queries, keys, mask, scale=scale), values).to(dtype)
