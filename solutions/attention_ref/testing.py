@@ -261,15 +261,33 @@ def _from_library(value) -> str | None:
     return module if module.startswith("attention_ref") else None
 
 
+def _undecorated(fn):
+    """``fn`` without the decorators of PyTorch and the standard library that wrap it
+    (``@torch.no_grad()``, ``@torch.inference_mode()``, ``@functools.cache``): the function the
+    notebook wrote. A decorator written in the notebook is kept, and checked like any function."""
+    torch_file = getattr(sys.modules.get("torch"), "__file__", None)
+    torch_dir = torch_file.rsplit("/", 1)[0] + "/" if torch_file else None
+    for _ in range(8):
+        inner = getattr(fn, "__wrapped__", None)
+        code = getattr(fn, "__code__", None)
+        in_torch = bool(torch_dir and code is not None and code.co_filename.startswith(torch_dir))
+        if inner is None or not (in_torch or type(fn).__module__ == "functools"):
+            return fn
+        fn = inner
+    return fn
+
+
 def expect_own_function(fn, name: str) -> None:
     """``fn`` is a function defined in this notebook, not the reference library's answer.
 
     Graded exercises must be written in the notebook. A function imported from
     ``attention_ref`` (or one that calls the library's function of the same name, directly,
     through a helper of the notebook or an import inside the function) earns nothing; using
-    the library for what *earlier* lessons built is fine.
+    the library for what *earlier* lessons built is fine. A notebook function decorated with
+    ``@torch.no_grad()`` (or another decorator of PyTorch or functools) is the notebook's own.
     """
     _require_untampered()
+    fn = _undecorated(fn)
     if not isinstance(fn, types.FunctionType):
         raise AssertionError(
             f"{name} should be a function defined with `def {name}(...)` in "
@@ -582,6 +600,22 @@ def record_torch(fn, *args, **kwargs):
     with Recording():
         result = fn(*args, **kwargs)
     return result, record
+
+
+def expect_does_not_call(fn, *args, name: str, what: str, hint: str | None = None, **kwargs):
+    """``fn(*args, **kwargs)`` never runs the PyTorch function ``name`` (e.g.
+    ``"scaled_dot_product_attention"``, where the exercise is to write what it computes).
+    Returns ``fn``'s result."""
+    result, record = record_torch(fn, *args, **kwargs)
+    if record.calls.get(name):
+        _fail(
+            what,
+            f"it calls PyTorch's {name}, which computes the answer for it",
+            hint
+            or "the exercise is to write this computation yourself with elementary torch "
+            "operations; the tests compare your result with the built-in",
+        )
+    return result
 
 
 def spy(obj, *names: str):
