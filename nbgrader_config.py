@@ -25,6 +25,7 @@ c.CourseDirectory.ignore = [
     "feedback",
     "*.md",
     "mistakes.yml",
+    "alternatives.yml",
 ]
 
 # A cell may run this long before it is interrupted and the rest of the notebook is graded.

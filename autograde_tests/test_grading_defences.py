@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from coursekit.course.lessons import ROOT, all_lessons
-from coursekit.course.mistakes import all_mistakes, fill_solutions, plant
+from coursekit.course.mistakes import all_alternatives, all_mistakes, fill_solutions, plant
 from coursekit.course.sources import source_to_notebook
 from coursekit.grading import integrity
 from coursekit.grading.feedback import REDACTED, HideHiddenTests
@@ -31,13 +31,14 @@ def _reference(lesson) -> integrity.Reference:
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
 def test_honest_notebooks_of_every_lesson_pass_the_screening(lesson):
-    """Solved, blank and every planted mistake: nothing to note (no false positives)."""
+    """Solved, blank, every planted mistake and every alternative answer: nothing to note (no false
+    positives)."""
     ref = _reference(lesson)
     source = source_to_notebook(lesson.source)
     honest = {"blank": ref.release, "solved": fill_solutions(ref.release, source)}
-    for m in all_mistakes():
+    for m in all_mistakes() + all_alternatives():
         if m.lesson == lesson.assignment:
-            honest[m.name] = plant(ref.release, source, m)
+            honest[m.student] = plant(ref.release, source, m)
     for name, nb in honest.items():
         assert integrity.screen(nb, ref) == [], (
             f"{lesson.assignment} {name}: {integrity.screen(nb, ref)}"

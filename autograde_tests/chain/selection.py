@@ -3,7 +3,8 @@
     COURSE_LESSONS=lesson02,lesson03 pytest autograde_tests/chain   # while writing a lesson
 
 and which planted mistakes: each lesson's EVERYDAY ones, or all with COURSE_MISTAKES=all
-(`make test-mistakes`).
+(`make test-mistakes`), which also grades every lesson's alternative correct answers
+(alternatives.yml: each must get full marks).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 
 from coursekit.course.lessons import all_lessons
-from coursekit.course.mistakes import all_mistakes, everyday_mistakes
+from coursekit.course.mistakes import all_alternatives, all_mistakes, everyday_mistakes
 
 
 def selected_lessons():
@@ -27,5 +28,5 @@ def every_mistake_wanted() -> bool:
 
 def selected_mistakes():
     names = {item.assignment for item in selected_lessons()}
-    pool = all_mistakes() if every_mistake_wanted() else everyday_mistakes()
+    pool = all_mistakes() + all_alternatives() if every_mistake_wanted() else everyday_mistakes()
     return [m for m in pool if m.lesson in names]

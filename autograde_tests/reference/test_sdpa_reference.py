@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 import attention_ref.np as rnp
 import attention_ref.pt as rpt
+from attention_ref import _batching
 
 from .tolerances import FLOAT_DTYPES, TOLERANCES
 
@@ -124,3 +125,43 @@ def test_huge_logits_stay_finite(device):
     got = rpt.scaled_dot_product_attention(q, k, v)
     assert torch.isfinite(got).all()
     torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((3, 4, 6, 8), (3, 4, 9, 8), (3, 4, 9, 5), (4, 6, 9)),  # a (n_q, n_k) mask per head
+        ((3, 1, 6, 8), (1, 4, 9, 8), (9, 5), (3, 1, 6, 9)),  # broadcast batch axes, 2-D values
+        ((5, 6, 8), (9, 8), (9, 5), (9,)),  # a 1-D mask
+        ((6, 8), (9, 8), (2, 3, 9, 5), None),  # the batch comes from the values alone
+        ((70, 8), (80, 8), (80, 5), None),  # one head: never split
+    ],
+    ids=str,
+)
+def test_eq1_split_into_groups_of_heads_equals_one_piece(monkeypatch, shapes):
+    """Above CHUNK_ENTRIES score entries the references compute a few heads at a time (their
+    scores stay in the cache); the result is the same, masks, fully masked rows and errors too."""
+    rng = np.random.default_rng(5)
+    *arrays, mask_shape = shapes
+    q, k, v = (rng.standard_normal(s) for s in arrays)
+    mask = None if mask_shape is None else rng.random(mask_shape) > 0.3
+    if mask is not None and mask.ndim >= 2:
+        mask[..., 0, :] = False  # a query with nothing to attend to
+    whole = rnp.scaled_dot_product_attention(q, k, v, mask)
+    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+    tmask = None if mask is None else torch.from_numpy(mask)
+    t_whole = rpt.scaled_dot_product_attention(tq, tk, tv, tmask)
+    monkeypatch.setattr(_batching, "CHUNK_ENTRIES", 60)
+    np.testing.assert_allclose(rnp.scaled_dot_product_attention(q, k, v, mask), whole, rtol=1e-12)
+    with torch.no_grad():  # the PyTorch reference splits on the CPU, without autograd
+        split = rpt.scaled_dot_product_attention(tq, tk, tv, tmask)
+    torch.testing.assert_close(split, t_whole, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(split.numpy(), whole, rtol=1e-10, atol=1e-12)
+    if mask is not None and mask.ndim >= 2:
+        too_big = np.ones((7,) + mask.shape, dtype=bool)
+        with pytest.raises(ValueError, match="does not broadcast"):  # the mask must fit the scores
+            rnp.scaled_dot_product_attention(q, k, v, too_big)
+        with pytest.raises(ValueError, match="does not broadcast"), torch.no_grad():
+            rpt.scaled_dot_product_attention(tq, tk, tv, torch.from_numpy(too_big))
+        with pytest.raises(TypeError, match="boolean"):
+            rnp.scaled_dot_product_attention(q, k, v, mask.astype(int))

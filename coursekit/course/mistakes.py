@@ -7,6 +7,10 @@ tests are neither too weak nor too strict) and the synthetic class of ``make gra
 
 Every mistake costs a whole notebook execution in nbgrader (~10 s of a core), so each lesson names
 in ``everyday`` the few that every ``make test`` grades; ``make test-mistakes`` grades them all.
+
+Beside them, ``solutions/<lesson>/alternatives.yml`` holds correct answers written another way
+(einsum, loops, logsumexp, ``torch.where``, a decorator, ...): each must get full marks, so a test
+tightened against a mistake stays fair to them. ``make test-mistakes`` grades them too.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from coursekit.course.cells import grade_id, is_solution
 from coursekit.course.lessons import ROOT, SOLUTIONS
 
 FILENAME = "mistakes.yml"
+ALTERNATIVES = "alternatives.yml"
 _FIELDS = {"name", "cell", "old", "new", "fails", "why"}
+_ALTERNATIVE_FIELDS = {"name", "cell", "source", "why"}
 
 
 @dataclass(frozen=True)
@@ -33,10 +39,11 @@ class Mistake:
     new: str  # ... replaced by this
     fails: frozenset[str]  # grade_ids of the test cells that must fail
     why: str = ""
+    kind: str = "mistake"  # or "alternative": a correct answer (old "", new: the whole cell)
 
     @property
     def student(self) -> str:
-        return f"mistake-{self.lesson}-{self.name}"
+        return f"{self.kind}-{self.lesson}-{self.name}"
 
 
 def _read(path: Path) -> tuple[list[Mistake], list[str]]:
@@ -87,6 +94,29 @@ def everyday_mistakes(root: Path = ROOT) -> list[Mistake]:
     return found
 
 
+def all_alternatives(root: Path = ROOT) -> list[Mistake]:
+    """Every lesson's alternative correct answers (``alternatives.yml``), as mistakes that fail
+    nothing: each replaces the whole of its solution cell."""
+    found = []
+    for path in sorted((root / SOLUTIONS).glob(f"lesson*/{ALTERNATIVES}")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for entry in data.get("alternatives", []):
+            unknown, missing = (
+                set(entry) - _ALTERNATIVE_FIELDS,
+                {"name", "cell", "source"} - set(entry),
+            )
+            if unknown or missing:
+                raise ValueError(
+                    f"{path}: alternative {entry.get('name')!r} has unknown fields "
+                    f"{sorted(unknown)} or lacks {sorted(missing)}"
+                )
+            found.append(
+                Mistake(path.parent.name, entry["name"], entry["cell"], "", entry["source"],
+                        frozenset(), entry.get("why", ""), kind="alternative")
+            )  # fmt: skip
+    return found
+
+
 def lesson_mistakes(assignment: str, root: Path = ROOT) -> list[Mistake]:
     return [m for m in all_mistakes(root) if m.lesson == assignment]
 
@@ -99,7 +129,8 @@ def fill_solutions(
     """The student edition with each solution cell answered as in ``solved_nb``.
 
     That is what a learner who solved everything hands in. ``edits`` maps a solution cell's
-    grade_id to an (old, new) text replacement in it: how a mistake is planted.
+    grade_id to an (old, new) text replacement in it: how a mistake is planted (an empty ``old``
+    replaces the whole cell: how an alternative answer is handed in).
     """
     edits = dict(edits or {})
     answers = {grade_id(c): c.source for c in solved_nb.cells if is_solution(c)}
@@ -110,11 +141,11 @@ def fill_solutions(
         source = answers[grade_id(cell)]
         if grade_id(cell) in edits:
             old, new = edits.pop(grade_id(cell))
-            if old not in source:
+            if old and old not in source:
                 raise ValueError(
                     f"cannot plant the mistake in {grade_id(cell)}: {old!r} is not in it"
                 )
-            source = source.replace(old, new)
+            source = source.replace(old, new) if old else new
         cell.source = source
     if edits:
         raise ValueError(f"no solution cells called {sorted(edits)}")

@@ -67,8 +67,15 @@ def masked_softmax(scores, mask) -> np.ndarray:
     rather than NaN.
     """
     scores = as_float_array("scores", scores)
+    mask = valid_mask(mask, scores.shape)
+    return softmax_in_place(np.where(mask, scores, -np.inf), axis=-1)  # np.where made a new array
+
+
+def valid_mask(mask, scores_shape) -> np.ndarray:
+    """``mask`` as a boolean array that broadcasts to scores of ``scores_shape``; a TypeError for
+    any other dtype, a ValueError naming both shapes where it does not fit."""
     mask = np.asarray(mask)
     if mask.dtype != np.bool_:
         raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
-    _checks.mask_fits(mask, scores.shape, "(..., n_q, n_k)")
-    return softmax_in_place(np.where(mask, scores, -np.inf), axis=-1)  # np.where made a new array
+    _checks.mask_fits(mask, tuple(scores_shape), "(..., n_q, n_k)")
+    return mask

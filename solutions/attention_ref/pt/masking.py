@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from .. import _checks
-from .retrieval import as_float_tensor, softmax
+from .retrieval import as_float_tensor, softmax_in_place
 
 
 def causal_mask(n_q: int, n_k: int | None = None, *, device=None) -> torch.Tensor:
@@ -42,11 +42,22 @@ def to_key_padding_mask(mask) -> torch.Tensor:
 
 def masked_softmax(scores, mask) -> torch.Tensor:
     """Softmax over the last axis with masked scores excluded; fully masked rows give zeros."""
+    return softmax_in_place(masked_scores(scores, mask), axis=-1)  # masked_scores made a new tensor
+
+
+def masked_scores(scores, mask) -> torch.Tensor:
+    """The scores with -inf where ``mask`` is False (a new tensor): what the softmax then sees."""
     scores = as_float_tensor("scores", scores)
+    return scores.masked_fill(~valid_mask(mask, scores.shape), -torch.inf)
+
+
+def valid_mask(mask, scores_shape) -> torch.Tensor:
+    """``mask``, checked: a boolean tensor (TypeError otherwise) that broadcasts to scores of
+    ``scores_shape`` (a ValueError naming both shapes otherwise)."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         raise TypeError(
             "mask must be a boolean tensor (True = may attend), got "
             f"{getattr(mask, 'dtype', type(mask))}"
         )
-    _checks.mask_fits(mask, tuple(scores.shape), "(..., n_q, n_k)")
-    return softmax(scores.masked_fill(~mask, -torch.inf), axis=-1)
+    _checks.mask_fits(mask, tuple(scores_shape), "(..., n_q, n_k)")
+    return mask

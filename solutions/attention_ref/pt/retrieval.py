@@ -57,15 +57,41 @@ def softmax(x, axis: int = -1) -> torch.Tensor:
     x = as_float_tensor("x", x)
     if x.ndim == 0:
         raise ValueError("softmax needs at least one dimension, got a scalar")
+    return _stable_softmax(x, axis, in_place=False)
+
+
+def softmax_in_place(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
+    """:func:`softmax` written into ``x`` itself, a float tensor the caller owns (fresh scores),
+    like NumPy's ``softmax_in_place``: Eq. (1) holds its n x n scores anyway, and a softmax that
+    allocates holds a second such tensor. Where autograd needs ``x`` (it requires grad), or
+    ``x`` is in half precision (computed in float32), the result is a new tensor instead."""
+    in_place = not (torch.is_grad_enabled() and x.requires_grad) and x.dtype == upcast(x)[0].dtype
+    return _stable_softmax(x, axis, in_place)
+
+
+def softmax_parts(x: torch.Tensor, axis: int, in_place: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(torch.softmax(x), nothing)``: ``nothing`` marks the slices that are -inf everywhere
+    (keys all masked), whose softmax is NaN and whose weights are zeros in this course.
+
+    ``torch.softmax`` subtracts each slice's maximum before ``exp``: lesson 1's stable softmax in
+    one fused pass. ``in_place`` writes it into ``x`` (a float32 or float64 tensor the caller owns).
+    """
+    nothing_shape = x.shape[: axis % x.ndim] + (1,) + x.shape[axis % x.ndim + 1 :]
     if x.shape[axis] == 0:  # no keys at all: nothing gets weight (amax of an empty axis would fail)
-        return x.clone()
+        return x, torch.ones(nothing_shape, dtype=torch.bool, device=x.device)
+    nothing = torch.isneginf(x.amax(dim=axis, keepdim=True))  # slices without a finite entry
+    return (torch.softmax(x, dim=axis, out=x) if in_place else torch.softmax(x, dim=axis)), nothing
+
+
+def _stable_softmax(x: torch.Tensor, axis: int, in_place: bool) -> torch.Tensor:
+    """:func:`softmax_parts` with zeros where ``torch.softmax`` gives NaN for a slice of -inf."""
+    if x.shape[axis] == 0:
+        return x if in_place else x.clone()
     (work,) = upcast(x)
-    peak = work.amax(dim=axis, keepdim=True)
-    peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))
-    exps = torch.exp(work - peak)
-    total = exps.sum(dim=axis, keepdim=True)
-    out = exps / torch.where(total == 0, torch.ones_like(total), total)
-    return out.to(x.dtype)
+    weights, nothing = softmax_parts(work, axis, in_place)
+    if in_place:
+        return weights.masked_fill_(nothing, 0.0)
+    return weights.masked_fill(nothing, 0.0).to(x.dtype)
 
 
 def normalize_weights(similarities, axis: int = -1) -> torch.Tensor:
