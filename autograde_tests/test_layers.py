@@ -23,6 +23,7 @@ LAYERS = {
 }
 LONGEST = 60  # lines per function: one screen
 LIBRARY_DEPENDENCIES = {"numpy", "torch", "attention_ref"}
+FIGURES = "figures.py"  # the paper's figures for the lessons: matplotlib, imported by nothing
 
 
 def _modules(folder: Path) -> list[Path]:
@@ -81,10 +82,21 @@ def test_the_reference_library_needs_only_numpy_and_torch():
     offenders = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in _modules(ROOT / "solutions" / "attention_ref")
+        if path.name != FIGURES
         for name in _imports(path)
         if not name.startswith(".") and name.split(".")[0] not in allowed
     ]
     assert not offenders, offenders
+
+
+def test_nothing_in_the_library_imports_its_figures():
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in _modules(ROOT / "solutions" / "attention_ref")
+        for name in _imports(path)
+        if name.endswith("figures")
+    ]
+    assert not offenders, f"only the lessons and the book draw the figures: {offenders}"
 
 
 @pytest.mark.parametrize("folder", ["coursekit", "solutions/attention_ref", "book"])

@@ -1,4 +1,8 @@
-"""Diagrams of the book, drawn with matplotlib when the book is built (no pasted images).
+"""The paper's figures, drawn with matplotlib where they are taught (lessons 2, 4, 5, 8) and on
+the book's architecture page: no pasted images, so they read the same in a notebook and the book.
+
+The one module of the library that needs matplotlib: nothing else imports it, so the reference
+library itself still needs only NumPy and PyTorch.
 
 draw_scaled_dot_product_attention()  the paper's Figure 2, left
 draw_multi_head_attention()          the paper's Figure 2, right
