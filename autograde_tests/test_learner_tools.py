@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from coursekit.course.lessons import all_lessons
-from coursekit.course.mistakes import fill_solutions
+from coursekit.course.mistakes import fill_solutions, lesson_mistakes
 from coursekit.course.sources import source_to_notebook
 from coursekit.learner import selfcheck, workspace
 
@@ -53,20 +53,19 @@ def test_workspace_never_overwrites_the_learners_copy(course_root):
 
 @pytest.mark.chain
 def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_root, capsys):
+    # the planted mistake's own record says which tests it fails (the softmax's stability test,
+    # and the lesson's later exercises that are built on the learner's softmax)
+    (overflow,) = [m for m in lesson_mistakes(LESSON.assignment) if m.name == "softmax-overflow"]
     student = nbformat.read(LESSON.student_notebook, as_version=4)
     solved = source_to_notebook(LESSON.source)
-    overflowing = fill_solutions(
-        student,
-        solved,
-        {"softmax": ("shifted = x - np.max(x, axis=axis, keepdims=True)", "shifted = x")},
-    )
+    overflowing = fill_solutions(student, solved, {overflow.cell: (overflow.old, overflow.new)})
     mine = course_root / "work" / LESSON.assignment / f"{LESSON.name}.ipynb"
     mine.parent.mkdir(parents=True)
     nbformat.write(overflowing, mine)
     before = mine.read_bytes()
 
     result = selfcheck.check(LESSON.assignment, root=course_root)
-    assert result.failed == {"test_softmax_stable"}
+    assert result.failed == overflow.fails
     table = selfcheck.report(result)
     assert "test_softmax_stable" in table and "FAILED" in table and "subtract the maximum" in table
     assert f"{result.score:g} / {result.max_score:g}" in table
