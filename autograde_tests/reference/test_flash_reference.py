@@ -22,7 +22,7 @@ DEVICE = flash.kernel_device()
 # tl.dot of float32 runs in TF32 on a GPU's tensor cores (10 bits of mantissa); exact elsewhere.
 TF32 = DEVICE.type == "cuda"
 TOL = {
-    torch.float32: dict(rtol=2e-3, atol=2e-3) if TF32 else dict(rtol=1e-5, atol=1e-5),
+    torch.float32: dict(rtol=5e-3, atol=5e-3) if TF32 else dict(rtol=1e-5, atol=1e-5),
     torch.float16: dict(rtol=2e-3, atol=2e-3),
 }
 SHAPES = [  # (batch, n_q, n_k, d)
@@ -88,7 +88,8 @@ def test_huge_scores_do_not_overflow():
     out, lse = flash.attention(q, k, v)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), **TOL[torch.float32])
     assert torch.isfinite(lse).all()
-    torch.testing.assert_close(lse.double(), _lse(q, k), rtol=1e-5, atol=1e-3)
+    huge = dict(rtol=5e-3, atol=1e-2) if TF32 else dict(rtol=1e-5, atol=1e-3)
+    torch.testing.assert_close(lse.double(), _lse(q, k), **huge)
 
 
 def test_causal_kernel_skips_the_blocks_above_the_diagonal():
