@@ -19,7 +19,7 @@ def _norm(name: str) -> str:
 def _constraints() -> dict[str, str]:
     pins = {}
     for line in (ROOT / "constraints.txt").read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
+        line = line.split("#", 1)[0].split(";", 1)[0].strip()  # a pin may have a marker
         if line:
             name, version = line.split("==")
             pins[_norm(name)] = version
@@ -33,6 +33,11 @@ def _conda_pins() -> dict[str, str]:
         if isinstance(dep, str) and "=" in dep and not dep.startswith("python="):
             name, version = dep.split("=", 1)
             pins[_norm(CONDA_TO_PIP.get(name, name))] = version.lstrip("=")
+        elif isinstance(dep, dict):  # pip's part: what conda-forge lacks for some platform
+            for spec in dep.get("pip", []):
+                if "==" in spec:
+                    name, version = spec.split(";", 1)[0].split("==")
+                    pins[_norm(name)] = version.strip()
     return pins
 
 

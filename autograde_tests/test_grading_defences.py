@@ -43,7 +43,8 @@ def test_honest_notebooks_of_every_lesson_pass_the_screening(lesson):
         assert integrity.screen(nb, ref) == [], (
             f"{lesson.assignment} {name}: {integrity.screen(nb, ref)}"
         )
-    assert ref.graded_functions and {"np", "expect_close"} <= set(ref.trusted)
+    trusted = set(ref.trusted)  # lesson 11 needs torch and Triton, no NumPy
+    assert ref.graded_functions and "expect_close" in trusted and trusted & {"np", "torch"}
 
 
 CODE = {  # a cell a student adds -> the kinds of finding it must raise

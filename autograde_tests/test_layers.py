@@ -23,7 +23,10 @@ LAYERS = {
 }
 LONGEST = 60  # lines per function: one screen
 LIBRARY_DEPENDENCIES = {"numpy", "torch", "attention_ref"}
-FIGURES = "figures.py"  # the paper's figures for the lessons: matplotlib, imported by nothing
+# The library's optional modules: each may import one more package, and nothing in the library
+# imports them. figures.py draws the paper's figures (matplotlib); flash.py holds lesson 11's
+# Triton kernels (triton, which has wheels for Linux only).
+OPTIONAL = {"figures.py": "matplotlib", "flash.py": "triton"}
 
 
 def _modules(folder: Path) -> list[Path]:
@@ -82,21 +85,24 @@ def test_the_reference_library_needs_only_numpy_and_torch():
     offenders = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in _modules(ROOT / "solutions" / "attention_ref")
-        if path.name != FIGURES
         for name in _imports(path)
-        if not name.startswith(".") and name.split(".")[0] not in allowed
+        if not name.startswith(".")
+        and name.split(".")[0] not in allowed | {OPTIONAL.get(path.name)}
     ]
     assert not offenders, offenders
 
 
-def test_nothing_in_the_library_imports_its_figures():
+@pytest.mark.parametrize("optional", sorted(OPTIONAL))
+def test_nothing_in_the_library_imports_its_optional_modules(optional):
+    """Only the lessons (and the book, the benchmark) import figures.py and flash.py."""
+    stem = optional.removesuffix(".py")
     offenders = [
         str(path.relative_to(ROOT))
         for path in _modules(ROOT / "solutions" / "attention_ref")
         for name in _imports(path)
-        if name.endswith("figures")
+        if name.split(".")[-1] == stem
     ]
-    assert not offenders, f"only the lessons and the book draw the figures: {offenders}"
+    assert not offenders, f"only the lessons import {optional}: {offenders}"
 
 
 @pytest.mark.parametrize("folder", ["coursekit", "solutions/attention_ref", "book"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from coursekit.course.lessons import all_lessons
+from coursekit.course.lessons import all_lessons, missing_requirement
 from coursekit.course.mistakes import all_alternatives, all_mistakes, everyday_mistakes
 
 
@@ -19,7 +19,20 @@ def selected_lessons():
     wanted = {
         name.strip() for name in os.environ.get("COURSE_LESSONS", "").split(",") if name.strip()
     }
-    return [item for item in all_lessons() if not wanted or item.assignment in wanted]
+    return [
+        item
+        for item in all_lessons()
+        if (not wanted or item.assignment in wanted) and not missing_requirement(item.assignment)
+    ]
+
+
+def unrunnable_lessons() -> dict[str, str]:
+    """{assignment: why} for the wanted lessons this machine cannot run (Triton off Linux)."""
+    wanted = {
+        name.strip() for name in os.environ.get("COURSE_LESSONS", "").split(",") if name.strip()
+    }
+    found = {item.assignment: missing_requirement(item.assignment) for item in all_lessons()}
+    return {a: why for a, why in found.items() if why and (not wanted or a in wanted)}
 
 
 def every_mistake_wanted() -> bool:

@@ -12,6 +12,8 @@ from coursekit.bench.attention import sdpa_backends, sdpa_with
 from coursekit.bench.report import Config, Table, fmt_bytes, interleaved_best, progress, verdict
 
 BUILT_IN = "F.sdpa (its own choice)"
+FLASH = "F.sdpa [flash_attention]"
+TRITON = "Triton kernel (lesson 11)"
 
 
 @dataclass
@@ -85,7 +87,23 @@ def _implementations(s: _Setting, block: int) -> dict:
             block, half_products=False
         )
     found["reference PyTorch (lesson 2)"] = rpt.scaled_dot_product_attention
+    triton_kernel = _triton_attention(s)
+    if triton_kernel is not None:
+        found[TRITON] = triton_kernel
     return found
+
+
+def _triton_attention(s: _Setting):
+    """Lesson 11's reference kernel where Triton compiles it for this GPU; None elsewhere (in the
+    interpreter it would time Python, not a kernel)."""
+    if not s.cuda:
+        return None
+    import attention_ref.flash as flash
+
+    if flash.UNAVAILABLE or flash.INTERPRETED:
+        return None
+    kernel = flash.attention_kernel
+    return lambda q, k, v: flash.attention(q, k, v, kernel, block_q=64, block_k=64)[0]
 
 
 def _runnable_at(s: _Setting, implementations: dict, q, k, v, times: dict, n: int) -> dict:
@@ -186,7 +204,29 @@ def _throughput_table(s: _Setting, times: dict, block: int) -> Table:
     )
     table.rows.append(["tiled TFLOP/s", f"{flops / ours / 1e12:.1f}", "", ""])
     table.rows.append(["built-in TFLOP/s", f"{flops / theirs / 1e12:.1f}", "", ""])
+    _triton_rows(table, times, n, flops)
     return table
+
+
+def _triton_rows(table: Table, times: dict, n: int, flops: float) -> None:
+    """Lesson 11's Triton kernel against FlashAttention (the issue's moonshot: half its speed)."""
+    kernel = times.get(TRITON, {}).get(n)
+    flash = times.get(FLASH, {}).get(n, times[BUILT_IN].get(n))
+    if TRITON not in times:
+        table.rows.append([TRITON, "not run (needs CUDA and triton)", "", ""])
+    elif not (isinstance(kernel, float) and isinstance(flash, float)):
+        table.rows.append([f"{TRITON} / flash throughput", f"n/a ({kernel}, {flash})", "", ""])
+    else:
+        ratio = flash / kernel
+        table.rows.append(
+            [
+                f"{TRITON} / flash throughput",
+                f"{ratio:.2f}",
+                ">= 0.5x (moonshot)",
+                verdict(ratio >= 0.5),
+            ]
+        )
+        table.rows.append([f"{TRITON} TFLOP/s", f"{flops / kernel / 1e12:.1f}", "", ""])
 
 
 def _peak(fn, q, k, v) -> str:

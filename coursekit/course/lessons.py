@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,6 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository: coursekit/course/l
 SOLUTIONS = "solutions"
 NOTEBOOKS = "notebooks"
 SUBMITTED, AUTOGRADED, FEEDBACK = "submitted", "autograded", "feedback"
+# Lessons that need a package some platforms cannot install: {assignment: (module, why)}.
+NEEDS = {"lesson11": ("triton", "Triton publishes wheels for Linux only")}
 
 
 @dataclass(frozen=True)
@@ -68,3 +71,12 @@ def lesson(assignment: str, root: Path = ROOT) -> Lesson:
             return item
     known = ", ".join(item.assignment for item in all_lessons(root)) or "none"
     raise SystemExit(f"no lesson called {assignment!r}; the lessons are: {known}")
+
+
+def missing_requirement(assignment: str) -> str | None:
+    """Why ``assignment`` cannot run on this machine (a package it needs is not installed), or
+    None. Its own first cell says the same to a learner."""
+    module, why = NEEDS.get(assignment, (None, ""))
+    if module is None or importlib.util.find_spec(module) is not None:
+        return None
+    return f"{assignment} needs {module}, which is not installed here: {why}"

@@ -1,0 +1,7 @@
+"""Before any test module is imported: where lesson 11's Triton kernels run. Triton must find
+TRITON_INTERPRET=1 set when it is first imported, by whichever module imports it first (PyTorch's
+compiler may), on a machine without a CUDA GPU (attention_ref._triton_mode)."""
+
+from attention_ref._triton_mode import choose_interpreter
+
+choose_interpreter()
