@@ -233,7 +233,7 @@ def test_every_lesson_states_its_expected_time():
 def test_course_map_times_come_from_the_lessons(tmp_path):
     lessons = _lessons_with_times(tmp_path, [50, 70, 100])
     values = publishing.substitutions(lessons, "", "main")
-    assert values["time_lesson01"] == "50 min" and values["time_lesson03"] == "100 min"
+    assert values["time_lesson01"] == "50\u00a0min" and values["time_lesson03"] == "100\u00a0min"
     assert values["total_time"] == "about 220 minutes (3½ hours)"
     assert publishing.hours(60) == "about 60 minutes (1 hour)"
 
@@ -263,7 +263,7 @@ def test_the_built_course_map_shows_each_lesson_time_and_the_total(book):
     for lesson in all_lessons():
         minutes = publishing.expected_minutes(lesson)
         total += minutes
-        assert f"{minutes} min" in intro, f"the course map does not show {lesson.assignment}'s"
+        assert f"{minutes}\u00a0min" in intro, f"the course map lacks {lesson.assignment}'s time"
     assert publishing.hours(total) in intro
     assert "{{" not in intro
 

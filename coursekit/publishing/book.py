@@ -85,7 +85,8 @@ def hours(minutes: int) -> str:
 def substitutions(lessons: list[Lesson], slug: str, branch: str) -> dict[str, str]:
     """The MyST substitutions the book's pages use (intro.md's course map, how_to_use.md)."""
     minutes = {item.assignment: expected_minutes(item) for item in lessons}
-    values = {f"time_{assignment}": f"{m} min" for assignment, m in minutes.items()}
+    # "50 min" with a no-break space: a narrow table column would put "min" on a line of its own
+    values = {f"time_{assignment}": f"{m}\u00a0min" for assignment, m in minutes.items()}
     values["total_time"] = hours(sum(minutes.values()))
     if slug:
         url = f"https://github.com/{slug}"
