@@ -14,15 +14,29 @@ LESSON ?=
 EDITION ?= solutions
 MATHJAX_VERSION := 3.2.2
 MATHJAX := build/mathjax/mathjax/tex-mml-chtml.js
+# axe-core checks the built book's accessibility in the browser tests (WCAG 2 A and AA).
+AXE_VERSION := 4.14.1
+AXE := build/axe-core/axe.min.js
+# The repository the book is published from: its lesson pages then link to Colab and Binder and
+# its set-up text to `git clone`, e.g. make book BOOK_REPOSITORY=https://github.com/ORG/REPO.
+# Without it the book offers the student notebooks as downloads and names no address at all.
+BOOK_REPOSITORY ?=
+BOOK_BRANCH ?= main
 
 LESSON_SOURCES := $(wildcard solutions/lesson*/*.md)
 # notebooks/<lesson>/<name>.ipynb is generated from solutions/<lesson>/<name>.md
 STUDENT_NOTEBOOKS := $(patsubst solutions/%.md,notebooks/%.ipynb,$(LESSON_SOURCES))
 # What a built page depends on: the lessons import the library; these tools make the pages.
 LIBRARY := $(shell find solutions/attention_ref -name '*.py' 2>/dev/null)
-BOOK_TOOLS := coursekit/publishing/book.py coursekit/course/sources.py coursekit/course/lessons.py
-BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib)
+BOOK_TOOLS := $(wildcard coursekit/publishing/book.py coursekit/publishing/sphinx_*.py) \
+    coursekit/course/sources.py coursekit/course/lessons.py
+BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib book/_assets/*)
 BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
+# The settings a book was built with, rewritten only when they change: a new address rebuilds
+# the book, the same one leaves make nothing to do (a phony prerequisite would always rebuild).
+BOOK_SETTINGS := build/book-settings/$(EDITION)
+$(shell mkdir -p $(dir $(BOOK_SETTINGS)) && printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' \
+    | cmp -s - $(BOOK_SETTINGS) || printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' > $(BOOK_SETTINGS))
 
 .PHONY: help install book bench bench-book lab check notebooks test lint test-mistakes browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
 .DEFAULT_GOAL := help
@@ -64,11 +78,21 @@ $(MATHJAX):
 	@rm -f build/mathjax-$(MATHJAX_VERSION).tgz
 	@touch $@
 
+# axe-core, like MathJax, from the npm registry at the pinned version, never committed.
+$(AXE):
+	@mkdir -p $(dir $(AXE))
+	cd build && npm pack --silent axe-core@$(AXE_VERSION) >/dev/null
+	tar -xzf build/axe-core-$(AXE_VERSION).tgz -C $(dir $(AXE)) --strip-components=1 package/axe.min.js
+	@rm -f build/axe-core-$(AXE_VERSION).tgz
+	@touch $@
+
 book: $(BOOK_INDEX)
 	@echo "The book is at $(abspath $(BOOK_INDEX))"
 
-$(BOOK_INDEX): $(MATHJAX) $(LESSON_SOURCES) $(LIBRARY) $(BOOK_TOOLS) $(BOOK_PAGES) | $(STAMP)
-	$(PY) -m coursekit.publishing.book --edition $(EDITION)
+# The student notebooks are the lesson pages' downloads: a newer student edition rebuilds the book.
+$(BOOK_INDEX): $(MATHJAX) $(LESSON_SOURCES) $(STUDENT_NOTEBOOKS) $(LIBRARY) $(BOOK_TOOLS) $(BOOK_PAGES) $(BOOK_SETTINGS) | $(STAMP)
+	$(PY) -m coursekit.publishing.book --edition $(EDITION) \
+	    $(if $(BOOK_REPOSITORY),--repository $(BOOK_REPOSITORY) --branch $(BOOK_BRANCH))
 	@touch $@  # Sphinx leaves an unchanged page alone; make needs to see the build as done
 
 # Numbers, not tests: each row next to its target. BENCH_FLAGS="--only attention,memory" for some.
@@ -115,7 +139,7 @@ test-mistakes: $(STAMP) sandbox
 
 # The browser tests need Debian's Chromium (Playwright's own browser download cannot work
 # offline). Installed here when we are root with apt; otherwise those tests skip (fail under CI).
-browser:
+browser: $(AXE)
 	@command -v chromium >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing Chromium for the browser tests"; \

@@ -3,25 +3,43 @@ folded, hidden tests nowhere. (A real browser looks at it in test_book_browser.p
 
 from __future__ import annotations
 
+import copy
 import html
+import os
 import re
 import subprocess
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from coursekit.course.lessons import ROOT, all_lessons
+from coursekit.course.lessons import ROOT, Lesson, all_lessons
+from coursekit.publishing import book as publishing
 
 from .leaks import hidden_test_lines, released_code
 
 pytestmark = pytest.mark.book
 HTML = ROOT / "book" / "_build" / "solutions" / "_build" / "html"
+# How a lesson folds a hint (a markdown cell): <details><summary>HINT_SUMMARY</summary> ...
+HINT_SUMMARY = "Hint (open it only if you are stuck)"
+# Addresses a book built with no repository setting must not show: the online notebook
+# services, and the addresses once written in advance (one never existed) or by default.
+NO_REPOSITORY_SET = (
+    "colab.research.google.com",
+    "mybinder.org",
+    "attention-course/attention-from-lookup-to-transformer",
+    "executablebooks/jupyter-book",
+    "COURSE_REPOSITORY",
+    "git+https://",
+)
 
 
 @pytest.fixture(scope="session")
 def book():
-    """Build the book once per session with the README's command (a no-op when up to date)."""
-    result = subprocess.run(["make", "book"], cwd=ROOT, capture_output=True, text=True)
+    """Build the book once per session with the README's command (a no-op when up to date),
+    with no repository setting: what a book built before it is published shows."""
+    env = {k: v for k, v in os.environ.items() if k not in ("BOOK_REPOSITORY", "BOOK_BRANCH")}
+    result = subprocess.run(["make", "book"], cwd=ROOT, capture_output=True, text=True, env=env)
     assert result.returncode == 0, (
         f"make book failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     )
@@ -130,8 +148,173 @@ def test_lesson_pages_offer_the_student_notebook(book):
         downloads = re.findall(r'href="\.\./(_downloads/[^"]+\.ipynb)"', text)
         assert downloads, f"{lesson.name}: no student notebook to download"
         assert (book / downloads[0]).read_bytes() == lesson.student_notebook.read_bytes()
-        assert "colab.research.google.com/github/" in text and "mybinder.org/v2/gh/" in text
-        assert f"notebooks/{lesson.assignment}/{lesson.name}.ipynb" in text
+
+
+def test_without_a_repository_setting_the_book_names_no_address(book):
+    """No Colab or Binder button, no `git clone` of an address written in advance: a book built
+    without BOOK_REPOSITORY= links to nothing that may not exist. The only github.com links
+    left are works cited in references.bib."""
+    cited = set(publishing.bibliography_urls())
+    found = []
+    for page in sorted(book.rglob("*.html")):
+        if page.relative_to(book).parts[0] in ("_static", "_sources"):
+            continue
+        text = page.read_text(encoding="utf-8")
+        name = page.relative_to(book).as_posix()
+        found += [f"{name}: {what}" for what in NO_REPOSITORY_SET if what in text]
+        found += [
+            f"{name}: {url}"
+            for url in re.findall(r'https?://github\.com/[^"\s<>)]*', text)
+            if url not in cited
+        ]
+    assert not found, "the book names a repository nobody set:\n  " + "\n  ".join(found[:20])
+    guide = _text(book / "how_to_use.html")
+    assert "Get a copy of the course" in guide and "make lab" in guide
+
+
+def _lessons_with_times(root: Path, minutes: list[int | None]) -> list[Lesson]:
+    """A course under ``root`` whose lessons state these expected times (None: no line)."""
+    for number, value in enumerate(minutes, start=1):
+        folder = root / "solutions" / f"lesson{number:02d}"
+        folder.mkdir(parents=True)
+        line = "" if value is None else f"**Expected time:** about {value} minutes\n\n"
+        (folder / f"topic{number}.md").write_text(
+            f"# Lesson {number} — a topic\n\n{line}Some text.\n", encoding="utf-8"
+        )
+    return all_lessons(root)
+
+
+def test_a_repository_setting_reaches_every_button_and_the_set_up_text(tmp_path):
+    """`make book BOOK_REPOSITORY=https://github.com/ORG/REPO BOOK_BRANCH=B` (a second full
+    build is slow: the configuration and pages it builds from are checked instead)."""
+    lessons = _lessons_with_times(tmp_path, [30, 45])
+    slug = publishing.repository_slug("https://github.com/some-org/some-course.git")
+    assert slug == "some-org/some-course"
+    config = publishing.book_config("solutions", slug, "spring", lessons)
+    assert config["repository"] == {
+        "url": "https://github.com/some-org/some-course",
+        "branch": "spring",
+    }
+    values = config["parse"]["myst_substitutions"]
+    clone = "git clone --branch spring https://github.com/some-org/some-course"
+    assert clone in values["clone_the_course"]
+    assert "(https://github.com/some-org/some-course)" in values["the_repository"]
+    note = publishing.launch_header(lessons[0], slug, "spring").source
+    student = "notebooks/lesson01/topic1.ipynb"
+    assert f"colab.research.google.com/github/some-org/some-course/blob/spring/{student}" in note
+    assert f"mybinder.org/v2/gh/some-org/some-course/spring?labpath={student}" in note
+    assert "%pip install git+https://github.com/some-org/some-course@spring" in note
+    # ... and without it, the download alone, and no address in the configuration either
+    assert "github" not in publishing.launch_header(lessons[0], "", "main").source
+    bare = publishing.book_config("solutions", "", "main", lessons)
+    assert bare["repository"]["url"] == ""
+    assert "github" not in str(bare["parse"]["myst_substitutions"])
+
+
+@pytest.mark.parametrize(
+    "url", ["https://gitlab.com/org/repo", "github.com/org/repo", "https://github.com/org"]
+)
+def test_a_repository_colab_cannot_open_is_refused(url):
+    with pytest.raises(SystemExit, match="not a GitHub repository"):
+        publishing.repository_slug(url)
+
+
+def test_every_lesson_states_its_expected_time():
+    """Each lesson's top says `**Expected time:** about N minutes`; the course map lists it."""
+    missing = []
+    for lesson in all_lessons():
+        try:
+            publishing.expected_minutes(lesson)
+        except SystemExit as error:
+            missing.append(str(error))
+    assert not missing, "\n".join(missing)
+
+
+def test_course_map_times_come_from_the_lessons(tmp_path):
+    lessons = _lessons_with_times(tmp_path, [50, 70, 100])
+    values = publishing.substitutions(lessons, "", "main")
+    assert values["time_lesson01"] == "50\u00a0min" and values["time_lesson03"] == "100\u00a0min"
+    assert values["total_time"] == "about 220 minutes (3½ hours)"
+    assert publishing.hours(60) == "about 60 minutes (1 hour)"
+
+
+def test_a_lesson_without_its_expected_time_stops_the_build_and_says_which(tmp_path):
+    lessons = _lessons_with_times(tmp_path, [50, None, 40])
+    with pytest.raises(SystemExit, match=r"solutions/lesson02/topic2\.md: no line"):
+        publishing.substitutions(lessons, "", "main")
+
+
+def test_the_course_map_lists_every_lesson_with_its_time():
+    """intro.md's table has a row per lesson whose time is that lesson's substitution (a row
+    for a lesson that does not exist fails the build: its substitution is undefined)."""
+    intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
+    for lesson in all_lessons():
+        row = next((line for line in intro.splitlines() if f"(lessons/{lesson.name})" in line), "")
+        assert row.rstrip().endswith(f"| {{{{ time_{lesson.assignment} }}}} |"), (
+            f"book/intro.md: the course map has no row for {lesson.assignment} ending in its"
+            f" time, {{{{ time_{lesson.assignment} }}}}"
+        )
+    assert "{{ total_time }}" in intro
+
+
+def test_the_built_course_map_shows_each_lesson_time_and_the_total(book):
+    intro = _text(book / "intro.html")
+    total = 0
+    for lesson in all_lessons():
+        minutes = publishing.expected_minutes(lesson)
+        total += minutes
+        assert f"{minutes}\u00a0min" in intro, f"the course map lacks {lesson.assignment}'s time"
+    assert publishing.hours(total) in intro
+    assert "{{" not in intro
+
+
+def test_the_page_generator_keeps_a_hint_as_it_is():
+    """A hint is HTML in a markdown cell: the book's page generator must pass it on untouched,
+    in both editions, for MyST to render it as a closed <details> block."""
+    hint = (
+        f"<details>\n<summary>{HINT_SUMMARY}</summary>\n\nSubtract the **maximum** first:"
+        " `x - x.max()`.\n\n</details>"
+    )
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("# A lesson"), nbformat.v4.new_markdown_cell(hint)]
+    )
+    for make_page in (publishing.solutions_page, publishing.student_page):
+        page = make_page(copy.deepcopy(nb))
+        assert page.cells[1].source == hint
+
+
+def test_hints_render_folded_with_their_markdown(book):
+    """Every hint of the lessons reaches its page, as a closed <details> whose body is rendered
+    markdown (not text with asterisks and backticks). how_to_use.md shows one to learners."""
+    pages = {"how_to_use.html": (ROOT / "book" / "how_to_use.md").read_text(encoding="utf-8")}
+    for lesson in all_lessons():
+        pages[f"lessons/{lesson.name}.html"] = lesson.source.read_text(encoding="utf-8")
+    for name, source in pages.items():
+        text = (book / name).read_text(encoding="utf-8")
+        built = re.findall(
+            rf"<details( open)?>\s*<summary>{re.escape(HINT_SUMMARY)}</summary>(.*?)</details>",
+            text,
+            re.DOTALL,
+        )
+        assert len(built) == source.count(f"<summary>{HINT_SUMMARY}</summary>"), name
+        for is_open, body in built:
+            assert not is_open, f"{name}: a hint is open before the reader opens it"
+            assert "<p>" in body and "**" not in body, f"{name}: a hint's markdown is not rendered"
+    assert "<summary>" in pages["how_to_use.html"]
+
+
+def test_the_bibliography_is_a_list_of_list_items(book):
+    """references.html: a role="list" whose every entry is a role="listitem" (docutils writes
+    role="doc-biblioentry", deprecated, which screen readers do not take for list items), and
+    every work of references.bib is an entry."""
+    from pybtex.database import parse_file
+
+    references = (book / "references.html").read_text(encoding="utf-8")
+    assert "doc-biblioentry" not in references
+    assert references.count('<div role="list" class="citation-list">') == 1
+    entries = re.findall(r'<div class="citation" id="[^"]+" role="([^"]+)">', references)
+    works = parse_file(str(ROOT / "book" / "references.bib")).entries
+    assert entries == ["listitem"] * len(works), entries
 
 
 def _solution_lines(source: Path) -> list[str]:

@@ -1,8 +1,9 @@
 """The built book in a real headless Chromium, served on 127.0.0.1 only.
 
 For every page: it and every resource it requests answer 200, no request leaves 127.0.0.1,
-formulas are typeset by MathJax (no raw TeX left), images have loaded, and every solution toggle
-opens. A screenshot of each page is saved in book/_build/screenshots/.
+formulas are typeset by MathJax (no raw TeX left), images have loaded, every solution toggle and
+every folded hint opens, and axe-core finds no serious or critical violation of WCAG 2 A or AA.
+A screenshot of each page is saved in book/_build/screenshots/.
 
 Chromium comes from Debian (`make test` installs it where it can, as root). Without it the
 test skips on a learner's laptop, and fails under CI (CI=true).
@@ -14,15 +15,22 @@ import functools
 import http.server
 import os
 import shutil
+import subprocess
 import threading
 
 import pytest
 
-from .test_book import HTML, book  # noqa: F401 -- the session fixture that builds the book
+from coursekit.course.lessons import ROOT
+
+from .test_book import HINT_SUMMARY, HTML, book  # noqa: F401 -- the fixture that builds the book
 
 pytestmark = pytest.mark.book
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = HTML.parent.parent.parent / "screenshots"
+# axe-core, fetched from the npm registry at the version the Makefile pins (like MathJax).
+AXE = ROOT / "build" / "axe-core" / "axe.min.js"
+AXE_TAGS = ["wcag2a", "wcag2aa"]  # WCAG 2.0 levels A and AA
+AXE_FAILS = ("serious", "critical")  # minor and moderate findings are reported, not failed
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -68,14 +76,38 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def _pages():
-    """The book's pages (not the theme's templates under _static/, not the index pages)."""
+def _pages(indexes: bool = False):
+    """The book's pages (not the theme's templates under _static/; the search and index pages
+    only with ``indexes``)."""
     return sorted(
         p.relative_to(HTML).as_posix()
         for p in HTML.rglob("*.html")
-        if p.name not in ("genindex.html", "search.html")
+        if (indexes or p.name not in ("genindex.html", "search.html"))
         and not p.relative_to(HTML).parts[0].startswith("_")
     )
+
+
+# The theme makes each code block or output that scrolls focusable (tabindex 0, so a keyboard
+# can scroll it) 300 ms after the page last changed, and MathJax's typesetting changes it.
+TAB_STOPS_SET = """() => Array.from(document.querySelectorAll('pre, .cell_output > .output'))
+    .every(el => el.tabIndex === 0
+                 || (el.scrollWidth <= el.clientWidth && el.scrollHeight <= el.clientHeight))"""
+
+
+def _open(browser, url: str):
+    """A page loaded, its formulas typeset and its scrolling blocks focusable: what a reader
+    sees and reaches with the keyboard."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    response = page.goto(url, wait_until="networkidle")
+    assert response.status == 200, url
+    page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+    try:
+        page.wait_for_function(TAB_STOPS_SET, timeout=10_000)
+    except PlaywrightTimeout:
+        pass  # not the theme's doing any more: axe-core names the blocks
+    return page
 
 
 def test_every_page_loads_offline_with_typeset_math_and_images(site, browser):
@@ -138,3 +170,58 @@ def test_site_search_finds_softmax(site, browser):
     page.wait_for_selector("#search-results li", timeout=15000)
     assert page.locator("#search-results li").count() >= 1
     page.close()
+
+
+def test_hints_are_folded_and_open_on_click(site, browser):
+    """A lesson's hint (a <details> block in a markdown cell) is closed until the reader opens
+    it. The how-to page shows one, so the check runs even while no lesson has a hint."""
+    pages = [p for p in _pages() if p.startswith("lessons/")] + ["how_to_use.html"]
+    seen = 0
+    for path in pages:
+        page = _open(browser, f"{site}/{path}")
+        hints = page.locator("details", has=page.locator("summary", has_text=HINT_SUMMARY))
+        for i in range(hints.count()):
+            hint = hints.nth(i)
+            assert not hint.evaluate("el => el.open"), f"{path}: hint {i} is open before a click"
+            body = hint.locator(":scope > :not(summary)").first
+            assert not body.is_visible(), f"{path}: hint {i} shows its text while folded"
+            hint.locator("summary").click()
+            assert hint.evaluate("el => el.open"), f"{path}: hint {i} does not open"
+            assert body.is_visible(), f"{path}: hint {i} shows nothing when opened"
+            seen += 1
+        page.close()
+    assert seen, "no folded hint in the book (how_to_use.md shows one)"
+
+
+@pytest.fixture(scope="session")
+def axe():
+    """axe-core's script, fetched by the Makefile rule that `make test` runs first."""
+    result = subprocess.run(
+        ["make", AXE.relative_to(ROOT).as_posix()], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, f"could not fetch axe-core: {result.stdout}{result.stderr}"
+    return AXE
+
+
+def test_every_page_passes_axe_wcag2_a_and_aa(site, browser, axe):
+    """axe-core, injected into each page after MathJax has typeset it, with the WCAG 2 A and
+    AA rules: no serious or critical violation (the references page once had a citation list
+    with role="list" and no list items: aria-required-children, critical)."""
+    found = []
+    for path in _pages(indexes=True):
+        page = _open(browser, f"{site}/{path}")
+        page.add_script_tag(path=str(axe))
+        violations = page.evaluate(
+            "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})"
+            ".then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
+            " nodes: v.nodes.length, target: v.nodes[0].target.join(' ')})))",
+            AXE_TAGS,
+        )
+        found += [
+            f"{path}: {v['impact']} {v['id']} ({v['help']}) on {v['nodes']} element(s),"
+            f" e.g. {v['target']}"
+            for v in violations
+            if v["impact"] in AXE_FAILS
+        ]
+        page.close()
+    assert not found, "axe-core (WCAG 2 A/AA) finds:\n  " + "\n  ".join(found)

@@ -27,6 +27,8 @@ LEARNER_FACING = (
     "notebooks/**/*.ipynb",
     "book/*.md",
     "book/*.bib",
+    "book/*.yml",  # the book's title, table of contents and configuration
+    "coursekit/publishing/*.py",  # the text it writes into the book's pages
     "solutions/attention_ref/**/*.py",
     "README.md",
 )

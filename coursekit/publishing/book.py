@@ -1,6 +1,7 @@
 """Build the Jupyter Book from the lesson sources, offline.
 
     python -m coursekit.publishing.book [--edition solutions|student]
+                                        [--repository https://github.com/ORG/REPO [--branch B]]
 
 * ``solutions`` (default): each lesson page is the solved lesson with its hidden tests removed,
   the solution markers dropped and every solution cell folded behind a toggle; pages are
@@ -10,6 +11,17 @@
 
 Sphinx warnings are errors (-W) and references are checked (-n). MathJax is served from the
 book itself (see the Makefile's MathJax rule), so math renders with no network.
+
+What is decided at build time goes into the configuration the build uses
+(book/_build/<edition>/_config.yml, derived from book/_config.yml), never into a committed file:
+
+* the repository the book is published from (``--repository``, the Makefile's
+  ``BOOK_REPOSITORY=``): each lesson page's Colab and Binder links and the pages' ``git clone``
+  use it. Without one the book offers each student notebook as a download and names no address,
+  since any address written in advance would be a guess that leads nowhere;
+* each lesson's expected time, read from the line ``**Expected time:** about N minutes`` at the
+  top of its source, and their total, which the course map on the intro page shows through MyST
+  substitutions (``{{ time_lesson01 }}``, ``{{ total_time }}``).
 """
 
 from __future__ import annotations
@@ -31,6 +43,65 @@ PAGES = BOOK / "lessons"  # generated, git-ignored
 EDITIONS = ("solutions", "student")
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", re.MULTILINE)
 MARKDOWN_LINK = re.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
+EXPECTED_TIME = re.compile(r"^\*\*Expected time:\*\* about (\d+) minutes[ \t]*$", re.MULTILINE)
+# Colab opens notebooks from GitHub only, so the repository is a GitHub one.
+GITHUB = re.compile(r"^https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
+
+
+def repository_slug(url: str) -> str:
+    """``ORG/REPO`` of ``https://github.com/ORG/REPO``; "" when no repository is set."""
+    if not url:
+        return ""
+    match = GITHUB.match(url)
+    if match is None:
+        raise SystemExit(
+            f"BOOK_REPOSITORY={url!r} is not a GitHub repository's address: give one like "
+            "https://github.com/ORG/REPO (Colab opens notebooks from GitHub only), or none"
+        )
+    return match.group(1)
+
+
+def expected_minutes(item: Lesson) -> int:
+    """The minutes the lesson's own top line promises: ``**Expected time:** about N minutes``."""
+    found = EXPECTED_TIME.findall(item.source.read_text(encoding="utf-8"))
+    if len(found) != 1:
+        raise SystemExit(
+            f"{item.source.relative_to(item.root)}: "
+            + ("no line" if not found else f"{len(found)} lines")
+            + " '**Expected time:** about N minutes'; a lesson states its expected time once, at"
+            " its top, and the book's course map lists it (and the total) from there"
+        )
+    return int(found[0])
+
+
+def hours(minutes: int) -> str:
+    """A total for the reader: "about 690 minutes (11½ hours)", the hours to the half hour."""
+    halves = round(minutes / 30)
+    whole, half = divmod(halves, 2)
+    amount = f"{whole}½" if half else f"{whole}"
+    return f"about {minutes} minutes ({amount} hour{'' if halves == 2 else 's'})"
+
+
+def substitutions(lessons: list[Lesson], slug: str, branch: str) -> dict[str, str]:
+    """The MyST substitutions the book's pages use (intro.md's course map, how_to_use.md)."""
+    minutes = {item.assignment: expected_minutes(item) for item in lessons}
+    # "50 min" with a no-break space: a narrow table column would put "min" on a line of its own
+    values = {f"time_{assignment}": f"{m}\u00a0min" for assignment, m in minutes.items()}
+    values["total_time"] = hours(sum(minutes.values()))
+    if slug:
+        url = f"https://github.com/{slug}"
+        values["the_repository"] = f"[the course's repository]({url})"
+        option = "" if branch == "main" else f" --branch {branch}"
+        values["clone_the_course"] = (
+            f"```bash\ngit clone{option} {url} attention-course && cd attention-course\n```"
+        )
+    else:
+        values["the_repository"] = "the course's repository"
+        values["clone_the_course"] = (
+            "Get a copy of the course's repository (whoever pointed you to this book knows where"
+            " it is published), then, in its folder:"
+        )
+    return values
 
 
 def bibliography_urls() -> dict[str, str]:
@@ -78,32 +149,33 @@ def student_page(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-def launch_header(item: Lesson, repository: dict) -> nbformat.NotebookNode:
-    """A note under the lesson's title: download its student notebook, or open it online."""
-    student = item.student_notebook.relative_to(ROOT).as_posix()
+def launch_header(item: Lesson, slug: str, branch: str) -> nbformat.NotebookNode:
+    """A note under the lesson's title: download its student notebook, or open it online
+    (only when the book knows the repository it is published from: ``slug``, ORG/REPO)."""
+    student = item.student_notebook.relative_to(item.root).as_posix()
     links = [f"{{download}}`download the student notebook <../../{student}>`"]
-    url, branch = repository.get("url", "").rstrip("/"), repository.get("branch", "main")
-    if url.startswith("https://github.com/"):
-        slug = url.removeprefix("https://github.com/")
+    online = ""
+    if slug:
         links.append(
             f"[open it in Colab](https://colab.research.google.com/github/{slug}/blob/{branch}/{student})"
         )
         links.append(
             f"[launch it on Binder](https://mybinder.org/v2/gh/{slug}/{branch}?labpath={student})"
         )
+        online = (
+            f" Online, run `%pip install git+https://github.com/{slug}@{branch}` first, so that"
+            " the notebook finds the reference library."
+        )
+    text = "**Work through this lesson yourself:** " + " · ".join(links) + "." + online
     return nbformat.v4.new_markdown_cell(
-        ":::{note}\n**Work through this lesson yourself:** " + " · ".join(links) + ". Online, run "
-        f"`%pip install git+{url}` first, so that the notebook finds the reference library.\n:::",
+        f":::{{note}}\n{text}\n:::",
         id="launch-links",
     )
 
 
-def write_pages(edition: str) -> list[Path]:
+def write_pages(edition: str, slug: str = "", branch: str = "main") -> list[Path]:
     """Write book/lessons/<name>.ipynb for every lesson; only pages whose text changed."""
     PAGES.mkdir(exist_ok=True)
-    repository = yaml.safe_load((BOOK / "_config.yml").read_text(encoding="utf-8")).get(
-        "repository", {}
-    )
     written, urls = [], bibliography_urls()
     for item in all_lessons():
         if edition == "student":
@@ -111,7 +183,7 @@ def write_pages(edition: str) -> list[Path]:
         else:
             page = solutions_page(source_to_notebook(item.source))
         page = link_citations(page, urls)
-        page.cells.insert(1, launch_header(item, repository))  # under the title and its intro
+        page.cells.insert(1, launch_header(item, slug, branch))  # under the title and its intro
         target = PAGES / f"{item.name}.ipynb"
         text = nbformat.writes(page) + "\n"
         if not target.exists() or target.read_text(encoding="utf-8") != text:
@@ -120,24 +192,41 @@ def write_pages(edition: str) -> list[Path]:
     return written
 
 
-def edition_config(edition: str) -> Path:
-    """_config.yml as is for the solutions edition; for the student edition a derived copy
-    that does not execute (stubs raise NotImplementedError) and says which edition it is."""
-    if edition == "solutions":
-        return BOOK / "_config.yml"
+def book_config(edition: str, slug: str, branch: str, lessons: list[Lesson]) -> dict:
+    """book/_config.yml plus what is decided at build time: the repository (none: ``slug``
+    is ""), the lessons' expected times; for the student edition, also no execution (stubs
+    raise NotImplementedError) and a title that says which edition it is."""
     config = yaml.safe_load((BOOK / "_config.yml").read_text(encoding="utf-8"))
-    config["title"] = f"{config['title']} (student edition)"
-    config["execute"]["execute_notebooks"] = "off"
+    # Jupyter Book's default repository is its own: name ours, or none at all.
+    config["repository"] = {"url": f"https://github.com/{slug}" if slug else "", "branch": branch}
+    config["parse"]["myst_substitutions"] = substitutions(lessons, slug, branch)
+    if edition == "student":
+        config["title"] = f"{config['title']} (student edition)"
+        config["execute"]["execute_notebooks"] = "off"
+    return config
+
+
+def edition_config(edition: str, slug: str = "", branch: str = "main") -> Path:
+    """Write the configuration a build uses, book/_build/<edition>/_config.yml."""
+    config = book_config(edition, slug, branch, all_lessons())
     target = BOOK / "_build" / edition / "_config.yml"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    target.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), "utf-8")
     return target
 
 
-def build(edition: str, pages: bool = True, quiet: bool = False) -> Path:
+def build(
+    edition: str,
+    pages: bool = True,
+    quiet: bool = False,
+    repository: str = "",
+    branch: str = "main",
+) -> Path:
     """Build the book; ``pages=False`` keeps book/lessons/ as it is (the benchmark edits it)."""
+    slug = repository_slug(repository)
+    config = edition_config(edition, slug, branch)  # first: it checks every lesson's time
     if pages:
-        write_pages(edition)
+        write_pages(edition, slug, branch)
     out = BOOK / "_build" / edition
     command = [
         str(Path(sys.executable).with_name("jupyter-book")),
@@ -146,7 +235,7 @@ def build(edition: str, pages: bool = True, quiet: bool = False) -> Path:
         "--path-output",
         str(out),
         "--config",
-        str(edition_config(edition)),
+        str(config),
         "-W",
         "-n",
         "--keep-going",
@@ -161,7 +250,12 @@ def build(edition: str, pages: bool = True, quiet: bool = False) -> Path:
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edition", choices=EDITIONS, default="solutions")
-    build(parser.parse_args(argv).edition)
+    parser.add_argument(
+        "--repository", default="", help="https://github.com/ORG/REPO the book is published from"
+    )
+    parser.add_argument("--branch", default="main", help="the branch its links open")
+    args = parser.parse_args(argv)
+    build(args.edition, repository=args.repository, branch=args.branch)
 
 
 if __name__ == "__main__":
