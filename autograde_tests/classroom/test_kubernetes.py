@@ -39,8 +39,10 @@ def dask_values() -> dict:
 
 def _pins() -> dict[str, str]:
     lines = (ROOT / "constraints.txt").read_text().splitlines()
-    pairs = (line.split("==") for line in lines if "==" in line and not line.startswith("#"))
-    return {name.lower(): version.strip() for name, version in pairs}
+    # a pin may carry a platform condition after ';' (triton: Linux only)
+    pins = (line.split(";")[0] for line in lines if "==" in line and not line.startswith("#"))
+    pairs = (pin.split("==", 1) for pin in pins)
+    return {name.strip().lower(): version.strip() for name, version in pairs}
 
 
 def test_the_image_installs_exactly_the_repositorys_pins():
