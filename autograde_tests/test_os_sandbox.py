@@ -5,6 +5,7 @@ in the box. The attacks graded through real nbgrader are in hostile/test_os_boun
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import socket
@@ -135,7 +136,11 @@ def test_a_kernel_in_the_box(tmp_path):
     server = socket.create_server(("127.0.0.1", 0))
     try:
         port = server.getsockname()[1]
-        facts = asyncio.run(_run_in_box(tmp_path, PROBE.replace("PORT", str(port))))
+        # in a thread of its own: an earlier test (Playwright's sync API) may have left an event
+        # loop set on this one, where asyncio.run refuses to start
+        with concurrent.futures.ThreadPoolExecutor(1) as thread:
+            probe = PROBE.replace("PORT", str(port))
+            facts = thread.submit(asyncio.run, _run_in_box(tmp_path, probe)).result()
     finally:
         server.close()
     assert facts["uid"] not in (0, os.getuid()), facts
