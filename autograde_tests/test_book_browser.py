@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import http.server
 import os
-import shutil
 import subprocess
 import threading
 
@@ -22,25 +21,16 @@ import pytest
 
 from coursekit.course.lessons import ROOT
 
+from .shared import CHROMIUM
+from .shared import CHROMIUM_ARGS as ARGS
 from .test_book import HINT_SUMMARY, HTML, book  # noqa: F401 -- the fixture that builds the book
 
 pytestmark = pytest.mark.book
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = HTML.parent.parent.parent / "screenshots"
 # axe-core, fetched from the npm registry at the version the Makefile pins (like MathJax).
 AXE = ROOT / "build" / "axe-core" / "axe.min.js"
 AXE_TAGS = ["wcag2a", "wcag2aa"]  # WCAG 2.0 levels A and AA
 AXE_FAILS = ("serious", "critical")  # minor and moderate findings are reported, not failed
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 
 
 @pytest.fixture(scope="session")

@@ -9,17 +9,8 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+from ..shared import CHROMIUM
+
 SLOW = 240_000  # ms: a server starting, or nbgrader running a notebook, on 2 busy cores
 
 

@@ -35,6 +35,7 @@ from coursekit.course.lessons import lesson as find_lesson
 from coursekit.grading import tempcourse
 from coursekit.grading.results import read_results
 
+from ..shared import CHROMIUM, CHROMIUM_ARGS
 from . import pages
 from .conftest import SHOTS, as_grader, require
 
@@ -49,7 +50,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=pages.CHROMIUM, args=pages.ARGS)
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
 

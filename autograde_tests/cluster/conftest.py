@@ -22,6 +22,8 @@ import pytest
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.nbgrader_cli import BINDIR, nbgrader_env
 
+from ..shared import leave_out_unless_selected
+
 LESSON = find_lesson("lesson01")  # the fastest lesson
 START_SECONDS = 120  # a loaded 2-core machine starts a Python process slowly
 # The statistical profiler samples every worker thread 100 times a second: nothing to learn
@@ -30,13 +32,7 @@ QUIET = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """COURSE_LESSONS=lesson05 (work on another lesson): leave this suite out, do not skip it."""
-    wanted = {n.strip() for n in os.environ.get("COURSE_LESSONS", "").split(",") if n.strip()}
-    if wanted and LESSON.assignment not in wanted:
-        here = Path(__file__).parent
-        keep = [item for item in items if here not in Path(str(item.fspath)).parents]
-        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-        items[:] = keep
+    leave_out_unless_selected(config, items, LESSON.assignment, Path(__file__).parent)
 
 
 def _start(args: list[str], folder: Path, prefix: tuple[str, ...] = ()) -> subprocess.Popen:

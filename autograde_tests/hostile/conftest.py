@@ -37,6 +37,7 @@ from coursekit.grading.gradebook import open_gradebook
 from coursekit.grading.ledger import tree_digest
 
 from ..sandboxes import nbgrader_flags
+from ..shared import leave_out_unless_selected
 
 LESSON = find_lesson("lesson01")  # the fastest lesson: every kind works on any lesson
 # Short enough for the suite, long enough for a loaded 2-core machine; a small memory limit
@@ -46,13 +47,7 @@ EXTRA = ["--Execute.timeout=10", "--SandboxKernelManager.memory_limit_mb=1536"]
 
 
 def pytest_collection_modifyitems(config, items):
-    """COURSE_LESSONS=lesson05 (work on another lesson): leave this suite out, do not skip it."""
-    wanted = {n.strip() for n in os.environ.get("COURSE_LESSONS", "").split(",") if n.strip()}
-    if wanted and LESSON.assignment not in wanted:
-        here = Path(__file__).parent
-        keep = [item for item in items if here not in Path(str(item.fspath)).parents]
-        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-        items[:] = keep
+    leave_out_unless_selected(config, items, LESSON.assignment, Path(__file__).parent)
 
 
 SECRET_VARIABLE = "COURSE_GRADER_SECRET"
