@@ -123,8 +123,12 @@ lab: notebooks | $(STAMP)
 check: $(STAMP)
 	$(PY) -m coursekit.learner.selfcheck $(LESSON)
 
+# The suites run side by side on TEST_WORKERS pytest-xdist workers, each suite on one worker with
+# its one set-up (autograde_tests/conftest.py groups them): grading keeps both cores busy, the hub,
+# browser and timeout tests mostly wait. One suite or one lesson: see the README's inner loop.
+TEST_WORKERS ?= 3
 test: $(STAMP) browser sandbox proxy classroom-env lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The style pyproject.toml declares, enforced (ruff is pinned in constraints.txt like every package).
 # `$(VENV)/bin/ruff format .` fixes the formatting.
@@ -133,9 +137,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 # Every planted mistake of every lesson through nbgrader (make test grades each lesson's EVERYDAY
-# few): about 10 minutes on 2 cores. CI runs it after make test.
+# few), the lessons dealt to the workers. CI runs `COURSE_MISTAKES=all make test` instead: the same
+# grading, once, beside the other suites.
 test-mistakes: $(STAMP) sandbox
-	COURSE_MISTAKES=all $(PY) -m pytest autograde_tests/chain
+	COURSE_MISTAKES=all $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup autograde_tests/chain
 
 # The browser tests need Debian's Chromium (Playwright's own browser download cannot work
 # offline). Installed here when we are root with apt; otherwise those tests skip (fail under CI).

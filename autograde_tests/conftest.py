@@ -1,17 +1,88 @@
-"""Shared fixtures. Nothing from Jupyter or nbgrader is imported here, so the reference tests
-run with plain pytest on a machine that has only numpy and torch (the lent GPU machine)."""
+"""Shared fixtures, how `make test` spreads the suites over its workers, and the numbers suites
+measure. Nothing from Jupyter or nbgrader is imported here, so the reference tests run with plain
+pytest on a machine that has only numpy and torch (the lent GPU machine)."""
 
 from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
 
 import pytest
 import torch
 
 from attention_ref.pt import available_devices
 
+from .shared import MEASURED
+
 DEVICES = available_devices()
+HERE = Path(__file__).parent
+
+# `make test` runs pytest-xdist workers (-n, --dist loadgroup). The tests of each suite below share
+# one expensive session set-up (the hostile class, the hub, the Dask cluster, the built book), so
+# each suite goes to one worker as a whole and is set up once; the grading chain is one group per
+# lesson (a lesson's course is graded once, for its tests). The groups run side by side, and the
+# rest of the tests are dealt to whichever worker is free. The book's group holds the learner's
+# tools too: both run make targets that write notebooks/.
+GROUPS = {
+    "hostile": "hostile",
+    "classroom": "classroom",
+    "cluster": "cluster",
+    "test_book.py": "book",
+    "test_book_browser.py": "book",
+    "test_learner_tools.py": "book",
+}
+CHAIN_LESSON = re.compile(r"\[(?:mistake-|alternative-)?(lesson\d+)")
+
+
+def group_of(nodeid: str) -> str | None:
+    """The group of the test ``nodeid`` (relative to the repository), None for a test of its own."""
+    parts = nodeid.split("::")[0].split("/")
+    if len(parts) < 2 or parts[0] != HERE.name:
+        return None
+    if parts[1] == "chain":
+        lesson = CHAIN_LESSON.search(nodeid)
+        return f"chain-{lesson.group(1)}" if lesson else None
+    return GROUPS.get(parts[1])
 
 
 @pytest.fixture(params=DEVICES, ids=str)
 def device(request) -> torch.device:
     """Every device this machine has: the CUDA paths run wherever a GPU is present."""
     return request.param
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup with the groups above, read from the tests' ids. (pytest-xdist's own
+    xdist_group marks are silently ignored with pytest 9.2: pytest-xdist issue 1386.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SuiteScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid) or nodeid
+
+    return SuiteScheduling(config, log)
+
+
+def pytest_sessionfinish(session):
+    """On a worker: hand what its suites measured to the controller, which prints it."""
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["measured"] = MEASURED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # pytest-xdist's hook, on the controller
+    for title, lines in getattr(node, "workeroutput", {}).get("measured", {}).items():
+        MEASURED.setdefault(title, []).extend(lines)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for title, lines in MEASURED.items():
+        terminalreporter.section(title)
+        for line in lines:
+            terminalreporter.write_line(line)
+    if MEASURED:
+        terminalreporter.write_line(f"load average at the end: {os.getloadavg()}")

@@ -1,11 +1,16 @@
-"""Set-up that several suites share: the headless Chromium they launch, and how a suite bound to
-one lesson leaves itself out while someone works on another (COURSE_LESSONS=)."""
+"""Set-up that several suites share: the headless Chromium they launch, where they leave what they
+measured, and how a suite bound to one lesson leaves itself out while someone works on another
+(COURSE_LESSONS=)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
+
+# {section title: [lines]}: numbers a suite measured (the hub's start, its response times), printed
+# at the end of the run by conftest.py, whichever worker measured them.
+MEASURED: dict[str, list[str]] = {}
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Headless, and nothing that reaches beyond 127.0.0.1 (updates, sync, QUIC probes).

@@ -16,6 +16,7 @@ import http.server
 import os
 import subprocess
 import threading
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -84,103 +85,93 @@ TAB_STOPS_SET = """() => Array.from(document.querySelectorAll('pre, .cell_output
                  || (el.scrollWidth <= el.clientWidth && el.scrollHeight <= el.clientHeight))"""
 
 
-def _open(browser, url: str):
-    """A page loaded, its formulas typeset and its scrolling blocks focusable: what a reader
-    sees and reaches with the keyboard."""
+@dataclass
+class Visit:
+    """What one load of a page showed: everything the tests below assert, gathered in a single
+    visit (loading and typesetting 22 pages is most of this file's cost, so each is loaded once)."""
+
+    status: int
+    outside: list  # requests that left 127.0.0.1
+    failures: list  # responses >= 400 and requests that failed
+    formulas: int  # .math elements
+    typeset: int  # mjx-container elements MathJax made
+    text: str  # the main column's visible text
+    image_widths: list  # [src, naturalWidth] of every image
+    violations: list  # axe-core's serious and critical findings, as sentences
+    toggles: list = field(default_factory=list)  # (folded before, open after a click, code shown)
+    hints: list = field(default_factory=list)  # (open before, text shown folded, open, shown)
+
+
+def _visit(browser, site: str, path: str, axe_script: str) -> Visit:
+    """Load ``path`` as a reader would (formulas typeset, scrolling blocks focusable), screenshot
+    it, run axe-core on it as loaded, then open its solution toggles and folded hints."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    response = page.goto(url, wait_until="networkidle")
-    assert response.status == 200, url
+    requests, failures = [], []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on(
+        "response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None
+    )
+    page.on("requestfailed", lambda r: failures.append(f"failed {r.url}"))
+    response = page.goto(f"{site}/{path}", wait_until="networkidle")
+    page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise")
     page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
     try:
         page.wait_for_function(TAB_STOPS_SET, timeout=10_000)
     except PlaywrightTimeout:
         pass  # not the theme's doing any more: axe-core names the blocks
-    return page
-
-
-def test_every_page_loads_offline_with_typeset_math_and_images(site, browser):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    pages = _pages()
-    assert "intro.html" in pages and any(p.startswith("lessons/") for p in pages)
-    for path in pages:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        requests, failures = [], []
-        page.on("request", lambda request: requests.append(request.url))
-        page.on(
-            "response",
-            lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None,
-        )
-        page.on("requestfailed", lambda r: failures.append(f"failed {r.url}"))
-        response = page.goto(f"{site}/{path}", wait_until="networkidle")
-        assert response.status == 200, path
-        page.wait_for_function(
-            "() => !window.MathJax || !MathJax.startup || MathJax.startup.promise"
-        )
-        page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-        outside = [
-            url for url in requests if not url.startswith(site) and not url.startswith("data:")
-        ]
-        assert not outside, f"{path} requested outside 127.0.0.1: {outside}"
-        assert not failures, f"{path}: {failures}"
-        math = page.locator(".math").count()
-        typeset = page.locator("mjx-container").count()
-        assert typeset >= math, f"{path}: {math} formulas, {typeset} typeset by MathJax"
-        text = page.inner_text("main")
-        assert "$$" not in text and "\\(" not in text and "\\frac" not in text, (
-            f"{path}: raw TeX is shown"
-        )
-        widths = page.evaluate(
+    visit = Visit(
+        status=response.status,
+        outside=[u for u in requests if not u.startswith(site) and not u.startswith("data:")],
+        failures=failures,
+        formulas=page.locator(".math").count(),
+        typeset=page.locator("mjx-container").count(),
+        text=page.inner_text("main"),
+        image_widths=page.evaluate(
             "() => Array.from(document.images).map(i => [i.src, i.naturalWidth])"
-        )
-        assert all(width > 0 for _, width in widths), f"{path}: images not loaded {widths}"
-        page.screenshot(path=str(SCREENSHOTS / (path.replace("/", "_") + ".png")), full_page=True)
-        page.close()
-
-
-def test_solution_toggles_open_on_click(site, browser):
-    for path in (p for p in _pages() if p.startswith("lessons/")):
-        page = browser.new_page()
-        page.goto(f"{site}/{path}", wait_until="networkidle")
-        toggles = page.locator("details.hide.above-input")
-        assert toggles.count() >= 4, f"{path}: solution toggles missing"
-        for i in range(toggles.count()):
-            toggle = toggles.nth(i)
-            assert not toggle.evaluate("el => el.open"), f"{path}: solution {i} is not folded"
-            toggle.locator("summary").click()
-            assert toggle.evaluate("el => el.open"), f"{path}: solution {i} does not open"
-            assert toggle.locator("pre").first.is_visible()
-        page.close()
-
-
-def test_site_search_finds_softmax(site, browser):
-    page = browser.new_page()
-    page.goto(f"{site}/search.html?q=softmax", wait_until="networkidle")
-    page.wait_for_selector("#search-results li", timeout=15000)
-    assert page.locator("#search-results li").count() >= 1
+        ),
+        violations=_axe(page, path, axe_script),
+    )
+    page.screenshot(path=str(SCREENSHOTS / (path.replace("/", "_") + ".png")), full_page=True)
+    visit.toggles = [
+        _open_toggle(page.locator("details.hide.above-input").nth(i))
+        for i in range(page.locator("details.hide.above-input").count())
+    ]
+    hints = page.locator("details", has=page.locator("summary", has_text=HINT_SUMMARY))
+    visit.hints = [_open_hint(hints.nth(i)) for i in range(hints.count())]
     page.close()
+    return visit
 
 
-def test_hints_are_folded_and_open_on_click(site, browser):
-    """A lesson's hint (a <details> block in a markdown cell) is closed until the reader opens
-    it. The how-to page shows one, so the check runs even while no lesson has a hint."""
-    pages = [p for p in _pages() if p.startswith("lessons/")] + ["how_to_use.html"]
-    seen = 0
-    for path in pages:
-        page = _open(browser, f"{site}/{path}")
-        hints = page.locator("details", has=page.locator("summary", has_text=HINT_SUMMARY))
-        for i in range(hints.count()):
-            hint = hints.nth(i)
-            assert not hint.evaluate("el => el.open"), f"{path}: hint {i} is open before a click"
-            body = hint.locator(":scope > :not(summary)").first
-            assert not body.is_visible(), f"{path}: hint {i} shows its text while folded"
-            hint.locator("summary").click()
-            assert hint.evaluate("el => el.open"), f"{path}: hint {i} does not open"
-            assert body.is_visible(), f"{path}: hint {i} shows nothing when opened"
-            seen += 1
-        page.close()
-    assert seen, "no folded hint in the book (how_to_use.md shows one)"
+def _axe(page, path: str, script: str) -> list[str]:
+    """axe-core's serious and critical WCAG 2 A/AA findings on the page as it is now."""
+    page.add_script_tag(content=script)
+    violations = page.evaluate(
+        "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})"
+        ".then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
+        " nodes: v.nodes.length, target: v.nodes[0].target.join(' ')})))",
+        AXE_TAGS,
+    )
+    return [
+        f"{path}: {v['impact']} {v['id']} ({v['help']}) on {v['nodes']} element(s),"
+        f" e.g. {v['target']}"
+        for v in violations
+        if v["impact"] in AXE_FAILS
+    ]
+
+
+def _open_toggle(toggle) -> tuple[bool, bool, bool]:
+    folded = not toggle.evaluate("el => el.open")
+    toggle.locator("summary").click()
+    return folded, toggle.evaluate("el => el.open"), toggle.locator("pre").first.is_visible()
+
+
+def _open_hint(hint) -> tuple[bool, bool, bool, bool]:
+    body = hint.locator(":scope > :not(summary)").first
+    before = hint.evaluate("el => el.open"), body.is_visible()
+    hint.locator("summary").click()
+    return (*before, hint.evaluate("el => el.open"), body.is_visible())
 
 
 @pytest.fixture(scope="session")
@@ -193,25 +184,68 @@ def axe():
     return AXE
 
 
-def test_every_page_passes_axe_wcag2_a_and_aa(site, browser, axe):
+@pytest.fixture(scope="session")
+def visits(site, browser, axe) -> dict[str, Visit]:
+    """{page: what its one visit showed}, for every page of the book, search and index included."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    script = axe.read_text(encoding="utf-8")
+    return {path: _visit(browser, site, path, script) for path in _pages(indexes=True)}
+
+
+def test_every_page_loads_offline_with_typeset_math_and_images(visits):
+    pages = _pages()
+    assert "intro.html" in pages and any(p.startswith("lessons/") for p in pages)
+    for path in pages:
+        visit = visits[path]
+        assert visit.status == 200, path
+        assert not visit.outside, f"{path} requested outside 127.0.0.1: {visit.outside}"
+        assert not visit.failures, f"{path}: {visit.failures}"
+        assert visit.typeset >= visit.formulas, (
+            f"{path}: {visit.formulas} formulas, {visit.typeset} typeset by MathJax"
+        )
+        assert "$$" not in visit.text and "\\(" not in visit.text and "\\frac" not in visit.text, (
+            f"{path}: raw TeX is shown"
+        )
+        widths = visit.image_widths
+        assert all(width > 0 for _, width in widths), f"{path}: images not loaded {widths}"
+
+
+def test_solution_toggles_open_on_click(visits):
+    for path in (p for p in _pages() if p.startswith("lessons/")):
+        toggles = visits[path].toggles
+        assert len(toggles) >= 4, f"{path}: solution toggles missing"
+        for i, (folded, opened, shown) in enumerate(toggles):
+            assert folded, f"{path}: solution {i} is not folded"
+            assert opened, f"{path}: solution {i} does not open"
+            assert shown, f"{path}: solution {i} shows no code when opened"
+
+
+def test_site_search_finds_softmax(site, browser):
+    page = browser.new_page()
+    page.goto(f"{site}/search.html?q=softmax", wait_until="networkidle")
+    page.wait_for_selector("#search-results li", timeout=15000)
+    assert page.locator("#search-results li").count() >= 1
+    page.close()
+
+
+def test_hints_are_folded_and_open_on_click(visits):
+    """A lesson's hint (a <details> block in a markdown cell) is closed until the reader opens
+    it. The how-to page shows one, so the check runs even while no lesson has a hint."""
+    pages = [p for p in _pages() if p.startswith("lessons/")] + ["how_to_use.html"]
+    seen = 0
+    for path in pages:
+        for i, (was_open, shown_folded, opened, shown) in enumerate(visits[path].hints):
+            assert not was_open, f"{path}: hint {i} is open before a click"
+            assert not shown_folded, f"{path}: hint {i} shows its text while folded"
+            assert opened, f"{path}: hint {i} does not open"
+            assert shown, f"{path}: hint {i} shows nothing when opened"
+            seen += 1
+    assert seen, "no folded hint in the book (how_to_use.md shows one)"
+
+
+def test_every_page_passes_axe_wcag2_a_and_aa(visits):
     """axe-core, injected into each page after MathJax has typeset it, with the WCAG 2 A and
     AA rules: no serious or critical violation (the references page once had a citation list
     with role="list" and no list items: aria-required-children, critical)."""
-    found = []
-    for path in _pages(indexes=True):
-        page = _open(browser, f"{site}/{path}")
-        page.add_script_tag(path=str(axe))
-        violations = page.evaluate(
-            "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})"
-            ".then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
-            " nodes: v.nodes.length, target: v.nodes[0].target.join(' ')})))",
-            AXE_TAGS,
-        )
-        found += [
-            f"{path}: {v['impact']} {v['id']} ({v['help']}) on {v['nodes']} element(s),"
-            f" e.g. {v['target']}"
-            for v in violations
-            if v["impact"] in AXE_FAILS
-        ]
-        page.close()
+    found = [finding for visit in visits.values() for finding in visit.violations]
     assert not found, "axe-core (WCAG 2 A/AA) finds:\n  " + "\n  ".join(found)

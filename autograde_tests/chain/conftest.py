@@ -1,16 +1,20 @@
-"""One nbgrader course per lesson, graded once per test session, shared by every chain test.
+"""One nbgrader course per lesson, graded once per test session, shared by that lesson's tests.
 
 For each lesson three kinds of learner hand in: ``solved`` (the student edition answered with
 the solutions), ``blank`` (the student edition as released) and one learner per planted
-mistake. A single ``nbgrader autograde`` per lesson grades them all. Each lesson has a course
-(and a gradebook: one SQLite file takes one writer) of its own, so that the lessons are graded
-side by side, one per core: nbgrader grades one notebook after another.
+mistake. A lesson is graded when the first of its tests asks for it, by stock `nbgrader
+autograde`, and each lesson is one group of tests for pytest-xdist (autograde_tests/conftest.py):
+under `make test` the workers share the lessons out and grade them side by side. Run alone
+(one process, one lesson under COURSE_LESSONS), a lesson's learners are split into one course
+(and gradebook: one SQLite file takes one writer) per core, graded side by side: nbgrader
+grades one notebook after another.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import os
+import threading
 from pathlib import Path
 
 import nbformat
@@ -22,12 +26,14 @@ from coursekit.grading import tempcourse as grading
 from coursekit.grading.results import read_results
 
 from ..sandboxes import nbgrader_flags
-from .selection import selected_lessons, selected_mistakes
+from .selection import selected_mistakes
 
-WORKERS = max(1, min(len(os.sched_getaffinity(0)), 4))
+CORES = max(1, min(len(os.sched_getaffinity(0)), 4))
+# Under pytest-xdist the other workers grade other lessons at the same time: one course per lesson.
+PARTS = 1 if os.environ.get("PYTEST_XDIST_WORKER") else CORES
 # Kernels graded side by side get one thread each: two kernels with two BLAS/torch threads each
 # on two cores wait on each other at every small product.
-KERNEL_OPTIONS = ("--SandboxKernelManager.threads=1",) if WORKERS > 1 else ()
+KERNEL_OPTIONS = ("--SandboxKernelManager.threads=1",) if CORES > 1 else ()
 
 
 def _learners(lesson: Lesson, student_nb, solved_nb) -> dict:
@@ -39,8 +45,8 @@ def _learners(lesson: Lesson, student_nb, solved_nb) -> dict:
 
 
 def _grade_part(folder: Path, lesson: Lesson, part: int, parts: int) -> tuple[Path, dict]:
-    """A course of its own (its own gradebook: one SQLite file takes one writer) for every
-    ``parts``-th learner from ``part`` on, graded by one stock `nbgrader autograde`."""
+    """A course of its own for every ``parts``-th learner from ``part`` on, graded by one stock
+    `nbgrader autograde`."""
     course = grading.make_course(folder, [lesson])
     student_nb = nbformat.read(lesson.in_course(course).student_notebook, 4)
     solved_nb = nbformat.read(lesson.in_course(course).source_notebook, 4)
@@ -51,44 +57,38 @@ def _grade_part(folder: Path, lesson: Lesson, part: int, parts: int) -> tuple[Pa
     return course, read_results(course, lesson)
 
 
+def _grade_lesson(root: Path, lesson: Lesson) -> tuple[list[Path], dict]:
+    """(the lesson's course directories, {student: NotebookResult}), its PARTS side by side."""
+    folders = [root / f"{lesson.assignment}-{i}" for i in range(PARTS)]
+    with concurrent.futures.ThreadPoolExecutor(PARTS) as pool:  # each thread waits on nbgrader
+        done = list(pool.map(lambda i: _grade_part(folders[i], lesson, i, PARTS), range(PARTS)))
+    merged: dict = {}
+    for _, results in done:
+        merged.update(results)
+    return [course for course, _ in done], merged
+
+
+class GradedLessons:
+    """Each lesson graded on first request, then remembered for the session."""
+
+    def __init__(self, root: Path):
+        self.root, self.done, self.lock = root, {}, threading.Lock()
+
+    def __call__(self, lesson: Lesson) -> tuple[list[Path], dict]:
+        with self.lock:
+            if lesson.assignment not in self.done:
+                self.done[lesson.assignment] = _grade_lesson(self.root, lesson)
+            return self.done[lesson.assignment]
+
+    def courses(self, lesson: Lesson) -> list[Path]:
+        """The lesson's courses, each made by nbgrader generate_assignment from the source."""
+        return self(lesson)[0]
+
+    def results(self, lesson: Lesson) -> dict:
+        """{student: NotebookResult} for every submission of the lesson."""
+        return self(lesson)[1]
+
+
 @pytest.fixture(scope="session")
-def graded_courses(tmp_path_factory) -> dict[str, tuple[list[Path], dict]]:
-    """{assignment: (its course directories, {student: NotebookResult})}.
-
-    Every (lesson, part) is graded by its own `nbgrader autograde`, WORKERS at a time. A lesson's
-    learners are dealt into parts when there are fewer lessons than workers (one lesson under
-    COURSE_LESSONS: both cores grade it), else each lesson is one part."""
-    root = tmp_path_factory.mktemp("courses")
-    lessons = selected_lessons()
-    count = max(1, WORKERS // len(lessons)) if lessons else 1
-    jobs = [
-        (lesson, root / f"{lesson.assignment}-{i}", i) for lesson in lessons for i in range(count)
-    ]
-    with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:  # each worker waits on nbgrader
-        futures = [
-            (lesson, pool.submit(_grade_part, folder, lesson, i, count))
-            for lesson, folder, i in jobs
-        ]
-        out: dict[str, tuple[list[Path], dict]] = {}
-        for lesson, future in futures:
-            course, results = future.result()
-            folders, merged = out.setdefault(lesson.assignment, ([], {}))
-            folders.append(course)
-            merged.update(results)
-        return out
-
-
-@pytest.fixture(scope="session")
-def courses(graded_courses) -> dict[str, list[Path]]:
-    """{assignment: its courses, each made by nbgrader generate_assignment from the source}."""
-    return {assignment: folders for assignment, (folders, _) in graded_courses.items()}
-
-
-@pytest.fixture(scope="session")
-def graded(graded_courses) -> dict:
-    """{(assignment, student): NotebookResult} for every submission of every lesson."""
-    return {
-        (assignment, student): result
-        for assignment, (_, results) in graded_courses.items()
-        for student, result in results.items()
-    }
+def graded(tmp_path_factory) -> GradedLessons:
+    return GradedLessons(tmp_path_factory.mktemp("courses"))

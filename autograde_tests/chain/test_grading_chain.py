@@ -8,11 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 import nbformat
 import pytest
 
+from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.mistakes import all_mistakes, everyday_mistakes
 from coursekit.grading import tempcourse as grading
 
 from ..leaks import hidden_test_lines
-from .conftest import WORKERS
 from .selection import selected_lessons, selected_mistakes, unrunnable_lessons
 
 LESSONS = selected_lessons()
@@ -29,7 +29,7 @@ def _failures(result) -> str:
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
 def test_solved_lesson_scores_full_marks(graded, lesson):
-    result = graded[lesson.assignment, "solved"]
+    result = graded.results(lesson)["solved"]
     assert result.max_score > 0 and len(result.cells) >= 4, (
         "a lesson has at least 4 graded test cells"
     )
@@ -39,13 +39,13 @@ def test_solved_lesson_scores_full_marks(graded, lesson):
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
 def test_solved_lesson_executes_without_error(graded, lesson):
     """autograde ran the whole solved notebook, hidden tests included, top to bottom."""
-    result = graded[lesson.assignment, "solved"]
+    result = graded.results(lesson)["solved"]
     assert result.errors == [], f"cells of the solved {lesson.assignment} raised: {result.errors}"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
 def test_student_edition_scores_zero(graded, lesson):
-    result = graded[lesson.assignment, "blank"]
+    result = graded.results(lesson)["blank"]
     passed = [c.grade_id for c in result.cells if c.score > 0]
     assert result.score == 0, f"the unanswered student edition earns points in {passed}"
     assert all("NotImplementedError" in c.message for c in result.cells), _failures(result)
@@ -53,7 +53,7 @@ def test_student_edition_scores_zero(graded, lesson):
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.student)
 def test_planted_mistake_loses_exactly_its_points(graded, mistake):
-    result = graded[mistake.lesson, mistake.student]
+    result = graded.results(find_lesson(mistake.lesson))[mistake.student]
     known = {c.grade_id for c in result.cells}
     assert mistake.fails <= known, f"unknown test cells {sorted(mistake.fails - known)}"
     assert result.failed == mistake.fails, (
@@ -69,12 +69,13 @@ def test_planted_mistake_loses_exactly_its_points(graded, mistake):
     print(f"{mistake.student}: {result.score:g}/{result.max_score:g}")
 
 
-def test_honest_submissions_are_never_held_for_review(graded):
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
+def test_honest_submissions_are_never_held_for_review(graded, lesson):
     """Solved, blank and planted mistakes do nothing the grader's guards object to (a lesson whose
     own code trips the screening, the sandbox or the guard would have every student held)."""
-    for (assignment, student), result in graded.items():
+    for student, result in graded.results(lesson).items():
         suspicious = [str(f) for f in result.findings if f.severity != "note"]
-        assert not result.held and not suspicious, f"{assignment} {student}: {suspicious}"
+        assert not result.held and not suspicious, f"{lesson.assignment} {student}: {suspicious}"
 
 
 def test_every_lesson_has_planted_mistakes():
@@ -101,9 +102,9 @@ def _comparable(path) -> dict:
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
-def test_committed_student_edition_matches_generated(courses, lesson):
+def test_committed_student_edition_matches_generated(graded, lesson):
     """notebooks/ is exactly what `make notebooks` (nbgrader generate_assignment) produces."""
-    generated = _comparable(lesson.in_course(courses[lesson.assignment][0]).student_notebook)
+    generated = _comparable(lesson.in_course(graded.courses(lesson)[0]).student_notebook)
     committed = _comparable(lesson.student_notebook)
     assert committed == generated, (
         f"{lesson.student_notebook} is out of date with solutions/{lesson.assignment}: run `make "
@@ -131,22 +132,36 @@ def _feedback_and_export(course, assignment):
 
 
 @pytest.fixture(scope="session")
-def feedback(courses, graded):
-    """nbgrader generate_feedback and export in each lesson's course, as the README's instructor
-    flow runs them: {assignment: course directory}."""
-    every = [(assignment, course) for assignment, folders in courses.items() for course in folders]
-    with ThreadPoolExecutor(WORKERS) as pool:
-        list(pool.map(lambda item: _feedback_and_export(item[1], item[0]), every))
-    return [course for _, course in every]
+def feedback(graded):
+    """lesson -> its courses, after nbgrader generate_feedback and export ran in each, as the
+    README's instructor flow runs them (once per lesson, its courses side by side)."""
+    done: dict = {}
+
+    def run(lesson):
+        if lesson.assignment not in done:
+            courses = graded.courses(lesson)
+            with ThreadPoolExecutor(len(courses)) as pool:
+                list(
+                    pool.map(
+                        lambda course: _feedback_and_export(course, lesson.assignment), courses
+                    )
+                )
+            done[lesson.assignment] = courses
+        return done[lesson.assignment]
+
+    return run
 
 
-def test_export_has_every_students_score(feedback, graded):
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
+def test_export_has_every_students_score(feedback, graded, lesson):
     import csv
 
-    rows = [row for course in feedback for row in csv.DictReader((course / "grades.csv").open())]
-    for (assignment, student), result in graded.items():
-        row = next(r for r in rows if r["assignment"] == assignment and r["student_id"] == student)
-        assert float(row["raw_score"]) == result.score, (assignment, student)
+    rows = [row for c in feedback(lesson) for row in csv.DictReader((c / "grades.csv").open())]
+    for student, result in graded.results(lesson).items():
+        row = next(
+            r for r in rows if r["assignment"] == lesson.assignment and r["student_id"] == student
+        )
+        assert float(row["raw_score"]) == result.score, (lesson.assignment, student)
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
@@ -156,9 +171,8 @@ def test_feedback_shows_scores_and_messages_but_no_hidden_tests(feedback, graded
 
     hidden = hidden_test_lines(lesson)
     assert hidden
-    students = [s for (a, s) in graded if a == lesson.assignment]
-    for student in students:
-        result = graded[lesson.assignment, student]
+    feedback(lesson)
+    for student, result in graded.results(lesson).items():
         page = result.lesson.student_folder("feedback", student) / f"{lesson.name}.html"
         text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
         leaked = [line for line in hidden if line in text]

@@ -25,11 +25,12 @@ from coursekit.classroom.environment import CLASS_VENV
 from coursekit.classroom.hubprocess import Hub
 from coursekit.course.lessons import ROOT
 
+from ..shared import MEASURED
 from .hubclient import HubClient
 
 LOAD_STUDENTS = 30
 SHOTS = ROOT / "build" / "classroom-screenshots"  # every step of the browser walk
-NUMBERS: list[str] = []  # what the tests measured, printed at the end of the run
+NUMBERS = MEASURED.setdefault("the class on JupyterHub: measured", [])  # printed at the end
 # as the grader, in its own terminal
 RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
 
@@ -131,11 +132,3 @@ def hub(test_class):
         running.stop()
         # kept for a failed run's diagnosis: the accounts and their folders are removed
         shutil.copy2(running.log, ROOT / "build" / "classroom-test-jupyterhub.log")
-
-
-def pytest_terminal_summary(terminalreporter):
-    if NUMBERS:
-        terminalreporter.section("the class on JupyterHub: measured")
-        for line in NUMBERS:
-            terminalreporter.write_line(line)
-        terminalreporter.write_line(f"load average: {os.getloadavg()}")

@@ -9,6 +9,7 @@ stock ``nbgrader`` commands work from the repo root on a fresh clone.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from pathlib import Path
 
@@ -56,7 +57,12 @@ def sync_sources(root: Path = ROOT) -> list[Path]:
         target = item.source_notebook
         text = nbformat.writes(source_to_notebook(item.source)) + "\n"
         if not target.exists() or target.read_text(encoding="utf-8") != text:
-            target.write_text(text, encoding="utf-8")
+            # Written aside, then renamed into place: every nbgrader process loads the course's
+            # config, which calls this, and processes run side by side (parallel grading, the
+            # test workers); a reader must never see half a notebook.
+            partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            partial.write_text(text, encoding="utf-8")
+            os.replace(partial, target)
             written.append(target)
     return written
 
