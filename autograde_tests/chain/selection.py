@@ -4,7 +4,7 @@
 
 and which planted mistakes: each lesson's EVERYDAY ones, or all with COURSE_MISTAKES=all
 (`make test-mistakes`), which also grades every lesson's alternative correct answers
-(alternatives.yml: each must get full marks).
+(alternatives.yml: each must get full marks), or none with COURSE_MISTAKES=none.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ def every_mistake_wanted() -> bool:
 
 
 def selected_mistakes():
+    """COURSE_MISTAKES=all: every one and every alternative answer; =none: none (the fastest loop
+    while writing a lesson: the solved lesson and the student edition only); else the everyday."""
     names = {item.assignment for item in selected_lessons()}
+    wanted = os.environ.get("COURSE_MISTAKES", "").strip().lower()
+    if wanted == "none":
+        return []
     pool = all_mistakes() + all_alternatives() if every_mistake_wanted() else everyday_mistakes()
     return [m for m in pool if m.lesson in names]
