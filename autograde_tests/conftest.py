@@ -13,7 +13,7 @@ import torch
 
 from attention_ref.pt import available_devices
 
-from .shared import MEASURED
+from .shared import CHROMIUM, CHROMIUM_ARGS, MEASURED
 
 DEVICES = available_devices()
 HERE = Path(__file__).parent
@@ -50,6 +50,20 @@ def group_of(nodeid: str) -> str | None:
 def device(request) -> torch.device:
     """Every device this machine has: the CUDA paths run wherever a GPU is present."""
     return request.param
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Chromium per test process, for the book's and the class's browser tests.
+    Playwright's sync API runs one instance per thread at a time: a suite's own instance, still
+    open, made the next suite's refuse to start ("Sync API inside the asyncio loop") once the
+    workers ran the book before the class. Each suite checks its prerequisites first."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
 
 
 @pytest.hookimpl(optionalhook=True)

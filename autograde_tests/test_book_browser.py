@@ -23,7 +23,6 @@ import pytest
 from coursekit.course.lessons import ROOT
 
 from .shared import CHROMIUM
-from .shared import CHROMIUM_ARGS as ARGS
 from .test_book import HINT_SUMMARY, HTML, book  # noqa: F401 -- the fixture that builds the book
 
 pytestmark = pytest.mark.book
@@ -35,7 +34,7 @@ AXE_FAILS = ("serious", "critical")  # minor and moderate findings are reported,
 
 
 @pytest.fixture(scope="session")
-def browser():
+def browser(request):
     if not os.path.exists(CHROMIUM):
         message = (
             "Chromium is not installed: `sudo apt-get install chromium` enables the browser tests"
@@ -43,12 +42,7 @@ def browser():
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
+    return request.getfixturevalue("chromium")  # conftest.py: one per test process
 
 
 @pytest.fixture(scope="session")

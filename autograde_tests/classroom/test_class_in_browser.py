@@ -35,7 +35,6 @@ from coursekit.course.lessons import lesson as find_lesson
 from coursekit.grading import tempcourse
 from coursekit.grading.results import read_results
 
-from ..shared import CHROMIUM, CHROMIUM_ARGS
 from . import pages
 from .conftest import SHOTS, as_grader, require
 
@@ -45,14 +44,9 @@ ANSWER = "return queries @ np.swapaxes(keys, -1, -2)"  # dot_scores, the lesson'
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(request):
     require(pages.env_ok(), "Chromium is not installed: `sudo apt-get install chromium`")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    return request.getfixturevalue("chromium")  # autograde_tests/conftest.py: one per process
 
 
 def _page(browser):
