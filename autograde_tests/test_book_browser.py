@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import subprocess
 import threading
 from dataclasses import dataclass, field
@@ -22,7 +21,6 @@ import pytest
 
 from coursekit.course.lessons import ROOT
 
-from .shared import CHROMIUM
 from .test_book import HINT_SUMMARY, HTML, book  # noqa: F401 -- the fixture that builds the book
 
 pytestmark = pytest.mark.book
@@ -31,18 +29,6 @@ SCREENSHOTS = HTML.parent.parent.parent / "screenshots"
 AXE = ROOT / "build" / "axe-core" / "axe.min.js"
 AXE_TAGS = ["wcag2a", "wcag2aa"]  # WCAG 2.0 levels A and AA
 AXE_FAILS = ("serious", "critical")  # minor and moderate findings are reported, not failed
-
-
-@pytest.fixture(scope="session")
-def browser(request):
-    if not os.path.exists(CHROMIUM):
-        message = (
-            "Chromium is not installed: `sudo apt-get install chromium` enables the browser tests"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return request.getfixturevalue("chromium")  # conftest.py: one per test process
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import threading
 from pathlib import Path
 
 import nbformat
@@ -72,13 +71,12 @@ class GradedLessons:
     """Each lesson graded on first request, then remembered for the session."""
 
     def __init__(self, root: Path):
-        self.root, self.done, self.lock = root, {}, threading.Lock()
+        self.root, self.done = root, {}
 
     def __call__(self, lesson: Lesson) -> tuple[list[Path], dict]:
-        with self.lock:
-            if lesson.assignment not in self.done:
-                self.done[lesson.assignment] = _grade_lesson(self.root, lesson)
-            return self.done[lesson.assignment]
+        if lesson.assignment not in self.done:
+            self.done[lesson.assignment] = _grade_lesson(self.root, lesson)
+        return self.done[lesson.assignment]
 
     def courses(self, lesson: Lesson) -> list[Path]:
         """The lesson's courses, each made by nbgrader generate_assignment from the source."""

@@ -35,16 +35,18 @@ def unrunnable_lessons() -> dict[str, str]:
     return {a: why for a, why in found.items() if why and (not wanted or a in wanted)}
 
 
-def every_mistake_wanted() -> bool:
-    return os.environ.get("COURSE_MISTAKES", "").strip().lower() == "all"
+def mistakes_wanted() -> str:
+    """COURSE_MISTAKES, lower case: "all", "none", or "" (each lesson's everyday ones)."""
+    return os.environ.get("COURSE_MISTAKES", "").strip().lower()
 
 
 def selected_mistakes():
     """COURSE_MISTAKES=all: every one and every alternative answer; =none: none (the fastest loop
     while writing a lesson: the solved lesson and the student edition only); else the everyday."""
     names = {item.assignment for item in selected_lessons()}
-    wanted = os.environ.get("COURSE_MISTAKES", "").strip().lower()
-    if wanted == "none":
+    if mistakes_wanted() == "none":
         return []
-    pool = all_mistakes() + all_alternatives() if every_mistake_wanted() else everyday_mistakes()
+    pool = (
+        all_mistakes() + all_alternatives() if mistakes_wanted() == "all" else everyday_mistakes()
+    )
     return [m for m in pool if m.lesson in names]

@@ -3,13 +3,10 @@ Assignments tab, each step kept as a screenshot (conftest.SHOTS)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
-
-from ..shared import CHROMIUM
 
 SLOW = 240_000  # ms: a server starting, or nbgrader running a notebook, on 2 busy cores
 
@@ -173,7 +170,3 @@ def fetch_feedback(page: Page, lesson: str) -> None:
 
 def own_files(user_home: Path) -> list[Path]:
     return [p for p in user_home.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts]
-
-
-def env_ok() -> bool:
-    return os.path.exists(CHROMIUM)

@@ -27,7 +27,6 @@ import tempfile
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from autograde_tests.leaks import hidden_test_lines
 from coursekit.classroom import accounts
@@ -36,17 +35,11 @@ from coursekit.grading import tempcourse
 from coursekit.grading.results import read_results
 
 from . import pages
-from .conftest import SHOTS, as_grader, require
+from .conftest import SHOTS, as_grader
 
 LESSON = find_lesson("lesson01")
 NOTEBOOK = f"{LESSON.assignment}/{LESSON.name}.ipynb"
 ANSWER = "return queries @ np.swapaxes(keys, -1, -2)"  # dot_scores, the lesson's first exercise
-
-
-@pytest.fixture(scope="module")
-def browser(request):
-    require(pages.env_ok(), "Chromium is not installed: `sudo apt-get install chromium`")
-    return request.getfixturevalue("chromium")  # autograde_tests/conftest.py: one per process
 
 
 def _page(browser):
