@@ -73,6 +73,10 @@ else:
     ]
     c.SandboxKernelManager.memory_limit_mb = 4096  # RLIMIT_DATA of a grading kernel
     c.SandboxKernelManager.cpu_limit_s = 900
+    # Figures are made but not drawn while grading (matplotlib's Agg backend): no test reads a
+    # picture, and drawing was a fifth of executing the lessons. True puts the learners' figures
+    # into the graded notebooks and their feedback, at that cost.
+    c.SandboxKernelManager.draw_figures = False
     # Every grading kernel behind an operating-system boundary (coursekit/grading/bwrap.py: no
     # network, own PID namespace and uid, only the environment and its own folder). Where
     # bubblewrap cannot run, grading refuses to start; "python-only" (or the command-line flag

@@ -89,8 +89,10 @@ def test_make_check_falls_back_to_the_python_only_sandbox_with_a_notice(monkeypa
 
 PROBE = """
 import json, os, resource, socket
+import matplotlib
 facts = {"uid": os.getuid(), "pids": sorted(p for p in os.listdir("/proc") if p.isdigit()),
-         "files": sorted(os.listdir(".")), "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0]}
+         "files": sorted(os.listdir(".")), "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0],
+         "backend": matplotlib.get_backend()}
 for name, attempt in {
     "connect": lambda: socket.create_connection(("127.0.0.1", PORT), timeout=5),
     "write usr": lambda: open("/usr/written", "w"),
@@ -151,3 +153,12 @@ def test_a_kernel_in_the_box(tmp_path):
     assert facts["write cwd"] == facts["write home"] == "allowed", facts
     assert 0 < facts["nproc"] < 200, facts
     assert not (tmp_path / "mine.txt").exists(), "the kernel's folder is private to its box"
+    assert facts["backend"].lower() == "agg", facts  # figures made, not drawn (draw_figures)
+
+
+def test_figures_are_drawn_only_when_the_instructor_asks():
+    from coursekit.grading.sandbox import INLINE_BACKEND, SandboxKernelManager
+
+    assert SandboxKernelManager()._spec_env()["MPLBACKEND"] == "agg"
+    # drawn as in JupyterLab, whatever backend the grader's own environment names
+    assert SandboxKernelManager(draw_figures=True)._spec_env()["MPLBACKEND"] == INLINE_BACKEND

@@ -54,7 +54,8 @@ ENV_THREADS = "COURSE_SANDBOX_THREADS"
 ENV_PROTECT = "COURSE_SANDBOX_PROTECT"  # os.pathsep-separated folders the kernel may not touch
 ENV_ALLOW = "COURSE_SANDBOX_ALLOW"  # ... except these inside them (the library, the tooling)
 ENV_PROCESSES = "COURSE_SANDBOX_PROCESSES"  # processes a kernel may start (bubblewrap only)
-ENV_AUDIT = "COURSE_SANDBOX_AUDIT"  # "0": no audit hook (tests of the OS boundary alone)
+ENV_AUDIT = "COURSE_SANDBOX_AUDIT"
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # JupyterLab's: figures drawn as PNG  # "0": no audit hook (tests of the OS boundary alone)
 
 # Environment variables a kernel keeps (prefixes); everything else is dropped.
 _KEEP_ENV = (
@@ -322,7 +323,7 @@ def main(argv: list[str]) -> None:
     app = IPKernelApp.instance()
     app.initialize(argv)
     # Trusted start-up: what the lessons import, then the snapshot the guard compares against.
-    import matplotlib.pyplot  # noqa: F401 -- registers the inline backend's hooks now
+    import matplotlib.pyplot  # noqa: F401 -- registers the backend's hooks now (inline: its drawing)
     import numpy  # noqa: F401
     import torch
 
@@ -374,6 +375,13 @@ class SandboxKernelManager(AsyncKernelManager):
     max_processes = Integer(
         16, help="processes a grading kernel may start beyond its own threads (bubblewrap only)"
     ).tag(config=True)
+    draw_figures = Bool(
+        False,
+        help="draw each figure a graded notebook makes into its output (and the learner's "
+        "feedback), as JupyterLab does. Off: matplotlib's Agg backend, which makes the figures "
+        "but never draws them; no test reads a picture, and drawing them was about a fifth of "
+        "the time it takes to execute the course's lessons",
+    ).tag(config=True)
     audit_hook = Bool(
         True,
         help="the in-process audit hook; the tests turn it off to prove what the "
@@ -420,6 +428,8 @@ class SandboxKernelManager(AsyncKernelManager):
         }
         if threads:
             env[ENV_THREADS] = str(threads)
+        # ipykernel keeps a backend it is given (the grader's own MPLBACKEND would reach it too)
+        env["MPLBACKEND"] = INLINE_BACKEND if self.draw_figures else "agg"
         if self.sandbox == BUBBLEWRAP:
             env[ENV_PROCESSES] = str(self.max_processes)
         return env
