@@ -54,8 +54,8 @@ ENV_THREADS = "COURSE_SANDBOX_THREADS"
 ENV_PROTECT = "COURSE_SANDBOX_PROTECT"  # os.pathsep-separated folders the kernel may not touch
 ENV_ALLOW = "COURSE_SANDBOX_ALLOW"  # ... except these inside them (the library, the tooling)
 ENV_PROCESSES = "COURSE_SANDBOX_PROCESSES"  # processes a kernel may start (bubblewrap only)
-ENV_AUDIT = "COURSE_SANDBOX_AUDIT"
-INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # JupyterLab's: figures drawn as PNG  # "0": no audit hook (tests of the OS boundary alone)
+ENV_AUDIT = "COURSE_SANDBOX_AUDIT"  # "0": no audit hook (tests of the OS boundary alone)
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # JupyterLab's: figures drawn as PNG
 
 # Environment variables a kernel keeps (prefixes); everything else is dropped.
 _KEEP_ENV = (
