@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import nbformat
@@ -12,18 +12,29 @@ import nbformat
 from coursekit.course.cells import grade_id, nbgrader_meta
 
 
+@lru_cache(maxsize=1024)
 def parse_cell(source: str) -> ast.Module | None:
-    """A code cell as Python, IPython magics and shell escapes included (as get_ipython() calls)."""
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
+    """A code cell as Python, IPython magics and shell escapes included (as get_ipython() calls).
 
-        source = TransformerManager().transform_cell(source)
+    Remembered by its text: most cells of a submission are the lesson's own, the same in every
+    submission and in the release it is compared with, and parsing (IPython's transforms, then
+    Python's) was most of the screening's time. The tree is shared: read it, never change it.
+    """
+    try:
+        source = _ipython_transformer().transform_cell(source)
     except Exception:  # noqa: BLE001 -- plain Python is still worth parsing
         pass
     try:
         return ast.parse(source)
     except SyntaxError:
         return None
+
+
+@cache
+def _ipython_transformer():
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager()
 
 
 @dataclass
@@ -45,6 +56,9 @@ class Reference:
     trusted: dict[str, list]  # names the set-up imports: {"np": ["numpy", None], ...}
     graded_functions: set[str]  # functions the learner writes (defined in solution cells)
     release: nbformat.NotebookNode = field(repr=False)
+    # what scan.scan_code finds in the release itself (the lesson's own code, never a finding):
+    # the same for every submission, so found once
+    release_hits: frozenset | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def by_id(self) -> dict[str, RefCell]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import copy
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from coursekit.course.cells import grade_id
@@ -156,7 +158,7 @@ class _Scan(ast.NodeVisitor):
         for arg in node.args[1:]:
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 code = re.sub(r"^\s*(-\w+(\s+\d+)?\s+)*", "", arg.value)
-                inner = parse_cell(code)
+                inner = copy.deepcopy(parse_cell(code))  # its lines are renumbered below
                 if inner is not None:
                     for child in ast.walk(inner):
                         if hasattr(child, "lineno"):
@@ -226,17 +228,27 @@ def _aliases(cells) -> tuple[dict[str, str], set[str]]:
     which of them are surely modules (``import x as y``; ``from x import y`` may be a function)."""
     aliases, modules = {}, set()
     for source in cells:
-        tree = parse_cell(source)
-        for node in ast.walk(tree) if tree else ():
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    name = alias.asname or alias.name.split(".")[0]
-                    aliases[name] = alias.name if alias.asname else name
-                    modules.add(name)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for alias in node.names:
-                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        for name, target, module in _imports(source):
+            aliases[name] = target
+            if module:
+                modules.add(name)
     return aliases, modules
+
+
+@lru_cache(maxsize=1024)
+def _imports(source: str) -> tuple[tuple[str, str, bool], ...]:
+    """(name, what it names, surely a module) for each name a cell's imports bind, in order:
+    remembered by the cell's text, like its tree."""
+    tree, found = parse_cell(source), []
+    for node in ast.walk(tree) if tree else ():
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                found.append((name, alias.name if alias.asname else name, True))
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                found.append((alias.asname or alias.name, f"{node.module}.{alias.name}", False))
+    return tuple(found)
 
 
 def _code_hits(sources: list[tuple[str, str]], ref: Reference) -> list[tuple[str, str, str, str]]:
@@ -273,9 +285,12 @@ def _editable_sources(nb, ref: Reference) -> list[tuple[str, str]]:
 def scan_code(nb, ref: Reference) -> list[Finding]:
     """Constructs no solution needs, in the cells the learner wrote (the lesson's own are
     ignored)."""
-    baseline = {
-        (kind, line) for kind, _, line, _ in _code_hits(_editable_sources(ref.release, ref), ref)
-    }
+    if ref.release_hits is None:
+        ref.release_hits = frozenset(
+            (kind, line)
+            for kind, _, line, _ in _code_hits(_editable_sources(ref.release, ref), ref)
+        )
+    baseline = ref.release_hits
     findings, seen = [], set()
     for kind, label, line, what in _code_hits(_editable_sources(nb, ref), ref):
         if (kind, line) in baseline or (kind, label, line) in seen:
