@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 SLOW = 240_000  # ms: a server starting, or nbgrader running a notebook, on 2 busy cores
 
@@ -137,19 +138,35 @@ def replace_line(page: Page, marker: str, line: str, new: str) -> None:
 
 def replace_cell(page: Page, marker: str, source: str) -> None:
     """Put ``source`` in place of the code cell containing ``marker`` (pasted, not typed: no
-    editor indentation added)."""
+    editor indentation added), and see it there."""
     cell = page.locator(".jp-CodeCell", has_text=marker).first
-    cell.locator(".cm-content").click()
+    editor = cell.locator(".cm-content")
+    editor.click()
+    expect(editor).to_be_focused()  # else Ctrl+A would select the notebook's cells
     page.keyboard.press("Control+a")
     page.keyboard.insert_text(source)
+    first = next(line.strip() for line in source.splitlines() if line.strip())
+    expect(page.locator(".jp-CodeCell .cm-content", has_text=first)).to_have_count(1)
 
 
-def run_cell(page: Page, marker: str) -> str:
+def run_cell(page: Page, marker: str, steps: Steps | None = None) -> str:
+    """Run the code cell containing ``marker``; its first output. Where none comes, what the
+    page showed (a screenshot with ``steps``) and the kernel's state say why."""
     cell = page.locator(".jp-CodeCell", has_text=marker).first
     cell.locator(".cm-content").click()
     page.keyboard.press("Shift+Enter")
     output = cell.locator(".jp-OutputArea-output")
-    output.first.wait_for(timeout=SLOW)
+    try:
+        output.first.wait_for(timeout=SLOW)
+    except PlaywrightTimeout:
+        shot = steps.shot(page, "FAILED-run-cell") if steps else None
+        status = page.locator(".jp-Notebook-ExecutionIndicator").first.get_attribute("data-status")
+        prompt = cell.locator(".jp-InputPrompt").first.inner_text()
+        found = page.locator(".jp-CodeCell", has_text=marker).count()
+        raise AssertionError(
+            f"the cell with {marker!r} gave no output in {SLOW / 1000:.0f} s: kernel {status}, "
+            f"prompt {prompt!r}, cells with it: {found}; screenshot {shot}"
+        ) from None
     return output.first.inner_text()
 
 

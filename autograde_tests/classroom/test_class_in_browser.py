@@ -165,7 +165,7 @@ def _student_snoops(page, test_class, hub, steps) -> str:
     pages.open_notebook(page, hub.url, name, NOTEBOOK)
     source = _snoop_source(test_class)
     pages.replace_cell(page, "def dot_scores", source)
-    output = pages.run_cell(page, "SNOOPED")
+    output = pages.run_cell(page, "SNOOPED", steps)
     steps.shot(page, "student-c-snooped")
     pages.save(page, accounts.home(name) / NOTEBOOK, "SNOOPED")
     pages.open_assignments(page)
