@@ -50,11 +50,26 @@ def _stable_cell_ids(nb: nbformat.NotebookNode) -> None:
         cell["id"] = cell_id
 
 
+# {notebook: (its source's and its own (mtime, size))} as this process last found them in sync:
+# nbgrader loads the course's config, which calls sync_sources, up to three times per command,
+# and converting all eleven lessons takes half a second each time.
+_in_sync: dict[Path, tuple] = {}
+
+
+def _stamp(item) -> tuple:
+    return tuple(
+        (p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else None
+        for p in (item.source, item.source_notebook)
+    )
+
+
 def sync_sources(root: Path = ROOT) -> list[Path]:
     """Write every stale solutions/<lesson>/<name>.ipynb; return the ones written."""
     written = []
     for item in all_lessons(root):
         target = item.source_notebook
+        if _in_sync.get(target) == _stamp(item):  # neither file changed since this process looked
+            continue
         text = nbformat.writes(source_to_notebook(item.source)) + "\n"
         if not target.exists() or target.read_text(encoding="utf-8") != text:
             # Written aside, then renamed into place: every nbgrader process loads the course's
@@ -64,6 +79,7 @@ def sync_sources(root: Path = ROOT) -> list[Path]:
             partial.write_text(text, encoding="utf-8")
             os.replace(partial, target)
             written.append(target)
+        _in_sync[target] = _stamp(item)
     return written
 
 
