@@ -57,10 +57,16 @@ _in_sync: dict[Path, tuple] = {}
 
 
 def _stamp(item) -> tuple:
-    return tuple(
-        (p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else None
-        for p in (item.source, item.source_notebook)
-    )
+    """(mtime, size) of the lesson's source and of its notebook (None: not there)."""
+    stamp = []
+    for path in (item.source, item.source_notebook):
+        try:
+            found = path.stat()
+        except FileNotFoundError:
+            stamp.append(None)
+        else:
+            stamp.append((found.st_mtime_ns, found.st_size))
+    return tuple(stamp)
 
 
 def sync_sources(root: Path = ROOT) -> list[Path]:

@@ -56,9 +56,6 @@ class Reference:
     trusted: dict[str, list]  # names the set-up imports: {"np": ["numpy", None], ...}
     graded_functions: set[str]  # functions the learner writes (defined in solution cells)
     release: nbformat.NotebookNode = field(repr=False)
-    # what scan.scan_code finds in the release itself (the lesson's own code, never a finding):
-    # the same for every submission, so found once
-    release_hits: frozenset | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def by_id(self) -> dict[str, RefCell]:

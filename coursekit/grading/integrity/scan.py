@@ -285,12 +285,9 @@ def _editable_sources(nb, ref: Reference) -> list[tuple[str, str]]:
 def scan_code(nb, ref: Reference) -> list[Finding]:
     """Constructs no solution needs, in the cells the learner wrote (the lesson's own are
     ignored)."""
-    if ref.release_hits is None:
-        ref.release_hits = frozenset(
-            (kind, line)
-            for kind, _, line, _ in _code_hits(_editable_sources(ref.release, ref), ref)
-        )
-    baseline = ref.release_hits
+    baseline = {
+        (kind, line) for kind, _, line, _ in _code_hits(_editable_sources(ref.release, ref), ref)
+    }
     findings, seen = [], set()
     for kind, label, line, what in _code_hits(_editable_sources(nb, ref), ref):
         if (kind, line) in baseline or (kind, label, line) in seen:
