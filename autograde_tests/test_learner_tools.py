@@ -72,6 +72,22 @@ def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_
     assert "_ref" not in table and "default_rng" not in table, "hidden test code must not be shown"
     assert mine.read_bytes() == before, "the learner's notebook is read, never changed"
 
+    # The learner fixes the softmax and checks again: the private course is reused as it was
+    # made (no new release, no new gradebook), and the new notebook is what gets graded.
+    course = course_root / selfcheck.COURSES / LESSON.assignment
+    release = LESSON.in_course(course).student_notebook
+    made = release.stat().st_mtime_ns, (course / "gradebook.db").stat().st_ino
+    nbformat.write(fill_solutions(student, solved), mine)
+    again = selfcheck.check(LESSON.assignment, root=course_root)
+    assert again.score == again.max_score and not again.failed
+    assert (release.stat().st_mtime_ns, (course / "gradebook.db").stat().st_ino) == made
+
+    # A changed lesson (here: its source) makes the course afresh, release and gradebook.
+    source = course_root / LESSON.source.relative_to(LESSON.root)
+    source.write_text(source.read_text() + "\nA sentence added to the lesson.\n")
+    selfcheck._private_course(course, LESSON.in_course(course_root), course_root, print)
+    assert "A sentence added to the lesson." in release.read_text()
+
 
 def test_make_lab_serves_jupyterlab_on_the_learners_copy(tmp_path):
     """`make lab` starts a real JupyterLab on work/ (here headless, on a free local port)."""

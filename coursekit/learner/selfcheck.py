@@ -1,16 +1,23 @@
 """``make check [LESSON=lesson01]``: grade your own copy of the lessons, hidden tests included.
 
-Your notebook in work/ is handed in to a temporary copy of the course and graded by nbgrader
-exactly as an instructor would grade it. The table shows each graded test cell, its points and,
-for a failed one, the message it raised -- never the hidden tests' code. Your file is read,
-not changed.
+Your notebook in work/ is handed in to a private copy of the course and graded by nbgrader
+exactly as an instructor would grade it. The copy (build/selfcheck/<lesson>/) is made on the
+first check of a lesson and kept until the lesson, the course's nbgrader configuration, nbgrader
+or coursekit changes: making it (nbgrader generate_assignment and a new gradebook) is nearly half
+of a check's time, so a learner checking again and again waits only for the grading.
+
+The table shows each graded test cell, its points and, for a failed one, the message it
+raised -- never the hidden tests' code. Your file is read, not changed.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import hashlib
+import importlib.metadata
+import shutil
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -23,6 +30,8 @@ from coursekit.grading.results import NotebookResult, read_results
 from coursekit.learner.workspace import WORK
 
 STUDENT = "you"
+COURSES = Path("build") / "selfcheck"  # under the course's root: one private course per lesson
+CODE = Path(__file__).resolve().parents[1]  # coursekit/: its preprocessors shape the release
 
 
 def check(assignment: str, root: Path = ROOT) -> NotebookResult | None:
@@ -35,9 +44,13 @@ def check(assignment: str, root: Path = ROOT) -> NotebookResult | None:
         )
         return None
     say = functools.partial(print, file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory(prefix="selfcheck-") as tmp:
-        say(f"{item.assignment}: setting up a private nbgrader course ...")
-        course = grading.make_course(Path(tmp), [item], root=root)
+    folder = root / COURSES / item.assignment
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # One check of a lesson at a time: a second `make check` waits rather than grading into
+    # the same gradebook or rebuilding the course under the first.
+    with open(folder.parent / f"{item.assignment}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        course = _private_course(folder, item, root, say)
         grading.submit(course, STUDENT, item, nbformat.read(mine, as_version=4))
         say(
             f"{item.assignment}: grading {mine.relative_to(root)} (runs the whole notebook, ~10 s) "
@@ -45,6 +58,31 @@ def check(assignment: str, root: Path = ROOT) -> NotebookResult | None:
         )
         grading.autograde(course, item, *_sandbox_flags())
         return read_results(course, item, [STUDENT]).get(STUDENT)
+
+
+def _private_course(folder: Path, item, root: Path, say) -> Path:
+    """The lesson's course in ``folder``, made afresh when what its release is generated from has
+    changed since it was made (or it was never finished: the stamp is written last)."""
+    stamp = folder / ".made-from"
+    wanted = _release_inputs(item, root)
+    if stamp.exists() and stamp.read_text() == wanted:
+        return folder
+    say(
+        f"{item.assignment}: setting up a private nbgrader course in {folder.relative_to(root)} ..."
+    )
+    shutil.rmtree(folder, ignore_errors=True)
+    course = grading.make_course(folder, [item], root=root)
+    stamp.write_text(wanted)
+    return course
+
+
+def _release_inputs(item, root: Path) -> str:
+    """A digest of everything `nbgrader generate_assignment` makes the lesson's release from: its
+    source, the course's nbgrader_config.py, nbgrader's version and coursekit's code."""
+    digest = hashlib.sha256(importlib.metadata.version("nbgrader").encode())
+    for path in [item.source, root / "nbgrader_config.py", *sorted(CODE.rglob("*.py"))]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 @functools.cache
