@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import nbformat
@@ -13,16 +14,29 @@ from coursekit.course.mistakes import fill_solutions, lesson_mistakes
 from coursekit.course.sources import source_to_notebook
 from coursekit.learner import selfcheck, workspace
 
-LESSON = all_lessons()[0]
+LESSON, SECOND = all_lessons()[:2]
+
+
+def _copy_lesson(lesson, root):
+    """Copy ``lesson``'s source and student edition into the course at ``root``: it, there."""
+    for path in (lesson.source, lesson.student_notebook):
+        target = root / path.relative_to(lesson.root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    return lesson.in_course(root)
+
+
+def _learners_copy(lesson, root):
+    """Where the learner's own copy of ``lesson`` is in the course at ``root`` (its folder made)."""
+    mine = root / "work" / lesson.assignment / f"{lesson.name}.ipynb"
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    return mine
 
 
 @pytest.fixture
 def course_root(tmp_path):
     """A minimal copy of the course: config, one lesson's source and its student edition."""
-    for path in (LESSON.source, LESSON.student_notebook):
-        target = tmp_path / path.relative_to(LESSON.root)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
+    _copy_lesson(LESSON, tmp_path)
     shutil.copy2(LESSON.root / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
     return tmp_path
 
@@ -59,8 +73,7 @@ def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_
     student = nbformat.read(LESSON.student_notebook, as_version=4)
     solved = source_to_notebook(LESSON.source)
     overflowing = fill_solutions(student, solved, {overflow.cell: (overflow.old, overflow.new)})
-    mine = course_root / "work" / LESSON.assignment / f"{LESSON.name}.ipynb"
-    mine.parent.mkdir(parents=True)
+    mine = _learners_copy(LESSON, course_root)
     nbformat.write(overflowing, mine)
     before = mine.read_bytes()
 
@@ -72,14 +85,23 @@ def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_
     assert "_ref" not in table and "default_rng" not in table, "hidden test code must not be shown"
     assert mine.read_bytes() == before, "the learner's notebook is read, never changed"
 
-    # The learner fixes the softmax and checks again: the private course is reused as it was
-    # made (no new release, no new gradebook), and the new notebook is what gets graded.
+    # The learner fixes the softmax, starts lesson 2 and checks both (`make check`): the two are
+    # graded side by side, each in its own private course, and reported in course order. Lesson
+    # 1's course is reused as it was made (no new release, no new gradebook), and the new
+    # notebook is what gets graded.
     course = course_root / selfcheck.COURSES / LESSON.assignment
     release = LESSON.in_course(course).student_notebook
     made = release.stat().st_mtime_ns, (course / "gradebook.db").stat().st_ino
     nbformat.write(fill_solutions(student, solved), mine)
-    again = selfcheck.check(LESSON.assignment, root=course_root)
-    assert again.score == again.max_score and not again.failed
+    second = _copy_lesson(SECOND, course_root)
+    shutil.copy2(second.student_notebook, _learners_copy(second, course_root))
+    capsys.readouterr()
+    selfcheck.main([LESSON.assignment, SECOND.assignment], root=course_root)
+    printed = capsys.readouterr().out
+    first_report, second_report = printed.split(f"{SECOND.assignment} ({SECOND.name})")
+    assert re.search(r"total\s+(\d+) / \1\b", first_report), first_report
+    assert "FAILED" not in first_report
+    assert re.search(r"total\s+0 / [1-9]", second_report) and "NotImplementedError" in second_report
     assert (release.stat().st_mtime_ns, (course / "gradebook.db").stat().st_ino) == made
 
     # A changed lesson (here: its source) makes the course afresh, release and gradebook.

@@ -12,10 +12,12 @@ raised -- never the hidden tests' code. Your file is read, not changed.
 
 from __future__ import annotations
 
+import concurrent.futures
 import fcntl
 import functools
 import hashlib
 import importlib.metadata
+import os
 import shutil
 import sys
 import textwrap
@@ -34,7 +36,10 @@ COURSES = Path("build") / "selfcheck"  # under the course's root: one private co
 CODE = Path(__file__).resolve().parents[1]  # coursekit/: its preprocessors shape the release
 
 
-def check(assignment: str, root: Path = ROOT) -> NotebookResult | None:
+def check(
+    assignment: str, root: Path = ROOT, options: tuple[str, ...] = ()
+) -> NotebookResult | None:
+    """Grade the learner's copy of ``assignment``; ``options`` are more nbgrader flags."""
     item = lesson(assignment, root)
     mine = root / WORK / item.assignment / f"{item.name}.ipynb"
     if not mine.exists():
@@ -56,7 +61,7 @@ def check(assignment: str, root: Path = ROOT) -> NotebookResult | None:
             f"{item.assignment}: grading {mine.relative_to(root)} (runs the whole notebook, ~10 s) "
             "..."
         )
-        grading.autograde(course, item, *_sandbox_flags())
+        grading.autograde(course, item, *_sandbox_flags(), *options)
         return read_results(course, item, [STUDENT]).get(STUDENT)
 
 
@@ -128,12 +133,29 @@ def report(result: NotebookResult) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> int:
-    for name in argv or [item.assignment for item in all_lessons()]:
-        result = check(name)
-        if result is not None:
-            print(report(result) + "\n")
+def main(argv: list[str], root: Path = ROOT) -> int:
+    """Check the lessons named (all without names), as many side by side as there are cores, each
+    in its own private course, and print their reports in course order."""
+    names = argv or [item.assignment for item in all_lessons(root)]
+    # `make check` at once on every lesson: one kernel per core, each with one thread (two
+    # kernels with two torch threads each on two cores wait on each other at every product).
+    side_by_side = max(1, min(len(names), _cores()))
+    options = ("--SandboxKernelManager.threads=1",) if side_by_side > 1 else ()
+    _sandbox_flags()  # its notice (if any) once, before the checks start
+    with concurrent.futures.ThreadPoolExecutor(side_by_side) as pool:
+        checks = [pool.submit(check, name, root, options) for name in names]
+        for done in checks:  # in course order, each as soon as it and those before it are done
+            result = done.result()
+            if result is not None:
+                print(report(result) + "\n", flush=True)
     return 0
+
+
+def _cores() -> int:
+    """The cores this process may use (os.sched_getaffinity where the platform has it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 if __name__ == "__main__":
