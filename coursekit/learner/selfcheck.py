@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from coursekit.course.lessons import ROOT, all_lessons, lesson
+from coursekit.course.lessons import ROOT, Lesson, all_lessons, lesson
 from coursekit.grading import bwrap
 from coursekit.grading import tempcourse as grading
 from coursekit.grading.results import NotebookResult, read_results
@@ -65,7 +65,7 @@ def check(
         return read_results(course, item, [STUDENT]).get(STUDENT)
 
 
-def _private_course(folder: Path, item, root: Path, say) -> Path:
+def _private_course(folder: Path, item: Lesson, root: Path, say) -> Path:
     """The lesson's course in ``folder``, made afresh when what its release is generated from has
     changed since it was made (or it was never finished: the stamp is written last)."""
     stamp = folder / ".made-from"
@@ -81,7 +81,7 @@ def _private_course(folder: Path, item, root: Path, say) -> Path:
     return course
 
 
-def _release_inputs(item, root: Path) -> str:
+def _release_inputs(item: Lesson, root: Path) -> str:
     """A digest of everything `nbgrader generate_assignment` makes the lesson's release from: its
     source, the course's nbgrader_config.py, nbgrader's version and coursekit's code."""
     digest = hashlib.sha256(importlib.metadata.version("nbgrader").encode())
