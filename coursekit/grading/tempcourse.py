@@ -1,9 +1,10 @@
-"""Grade notebooks with real nbgrader in a temporary copy of the course.
+"""Grade notebooks with real nbgrader in a copy of the course made for it.
 
 Results are read with coursekit.grading.results. Used by ``make check`` (a learner grades their own
-copy) and by the chain tests in autograde_tests/ (solved lessons, the student edition and planted
-mistakes). The copy holds only what grading needs: nbgrader_config.py and the lesson sources;
-nbgrader itself regenerates the release and records the assignment in the copy's own gradebook.
+copy, in a private course kept in build/selfcheck/) and by the chain tests in autograde_tests/
+(solved lessons, the student edition and planted mistakes). The copy holds only what grading
+needs: nbgrader_config.py and the lesson sources; nbgrader itself regenerates the release and
+records the assignment in the copy's own gradebook.
 """
 
 from __future__ import annotations

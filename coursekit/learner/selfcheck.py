@@ -139,7 +139,7 @@ def main(argv: list[str], root: Path = ROOT) -> int:
     names = argv or [item.assignment for item in all_lessons(root)]
     # `make check` at once on every lesson: one kernel per core, each with one thread (two
     # kernels with two torch threads each on two cores wait on each other at every product).
-    side_by_side = max(1, min(len(names), _cores()))
+    side_by_side = max(1, min(len(names), os.cpu_count() or 1))  # as cluster.py counts them
     options = ("--SandboxKernelManager.threads=1",) if side_by_side > 1 else ()
     _sandbox_flags()  # its notice (if any) once, before the checks start
     with concurrent.futures.ThreadPoolExecutor(side_by_side) as pool:
@@ -149,13 +149,6 @@ def main(argv: list[str], root: Path = ROOT) -> int:
             if result is not None:
                 print(report(result) + "\n", flush=True)
     return 0
-
-
-def _cores() -> int:
-    """The cores this process may use (os.sched_getaffinity where the platform has it)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 if __name__ == "__main__":
