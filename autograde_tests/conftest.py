@@ -13,6 +13,7 @@ import torch
 
 from attention_ref.pt import available_devices
 
+from .durations import SuiteClock
 from .shared import CHROMIUM, CHROMIUM_ARGS, MEASURED
 
 DEVICES = available_devices()
@@ -45,6 +46,11 @@ def group_of(nodeid: str) -> str | None:
         lesson = CHAIN_LESSON.search(nodeid)
         return f"chain-{lesson.group(1)}" if lesson else None
     return GROUPS.get(parts[1])
+
+
+def pytest_configure(config):
+    """The table of how long each suite took, at the end of the run (durations.py)."""
+    config.pluginmanager.register(SuiteClock(), "suite-clock")
 
 
 # Tests that carry none of the markers pyproject.toml registers (what a suite needs: chain, book,
