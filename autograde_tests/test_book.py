@@ -18,7 +18,7 @@ from coursekit.publishing import book as publishing
 
 from .leaks import hidden_test_lines, released_code
 
-pytestmark = pytest.mark.book
+pytestmark = [pytest.mark.book, pytest.mark.make]
 HTML = ROOT / "book" / "_build" / "solutions" / "_build" / "html"
 # How a lesson folds a hint (a markdown cell): <details><summary>HINT_SUMMARY</summary> ...
 HINT_SUMMARY = "Hint (open it only if you are stuck)"
