@@ -28,6 +28,8 @@ FILENAME = "mistakes.yml"
 ALTERNATIVES = "alternatives.yml"
 _FIELDS = {"name", "cell", "old", "new", "fails", "why"}
 _ALTERNATIVE_FIELDS = {"name", "cell", "source", "why"}
+# A mistakes.yml's top level: ``contracts`` is read by coursekit.course.contracts.
+_SECTIONS = {"everyday", "mistakes", "contracts"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class Mistake:
 def _read(path: Path) -> tuple[list[Mistake], list[str]]:
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     lesson = path.parent.name
+    unknown = sorted(set(data) - _SECTIONS) if isinstance(data, dict) else [type(data).__name__]
+    if unknown:  # a misspelt `everday:` would quietly grade no mistake every day
+        raise ValueError(f"{path}: unknown sections {unknown}; it has {sorted(_SECTIONS)}")
     found = []
     for entry in data.get("mistakes", []):
         unknown = set(entry) - _FIELDS
@@ -74,6 +79,11 @@ def _read(path: Path) -> tuple[list[Mistake], list[str]]:
     if unknown:
         raise ValueError(f"{path}: everyday names no planted mistake: {unknown}")
     return found, everyday
+
+
+def read_mistakes(path: Path) -> list[Mistake]:
+    """The planted mistakes in one lesson's mistakes.yml (none if it has no such file)."""
+    return _read(path)[0] if path.exists() else []
 
 
 def _files(root: Path) -> list[Path]:
