@@ -235,3 +235,57 @@ def test_the_small_lesson_is_read_as_the_course_reads_lessons(tmp_path):
     assert list(cells.tests) == ["test_double", "test_double_dtype", "test_halve"]
     assert list(cells.others) == ["why_halve"]
     assert yaml.safe_load(textwrap.dedent(CONTRACTS))["contracts"][0]["cell"] == "double"
+
+
+PLANTED = {  # an edit to MISTAKES -> what the check must say (the chain would find it only when
+    # it grades that mistake, under make test-mistakes)
+    "a cell that does not exist": (
+        MISTAKES.replace("cell: halve,", "cell: halv,"),
+        "mistake `halve-floor`: `halv` is not a solution cell of the lesson (did you mean `halve`",
+    ),
+    "a test cell as the cell": (
+        MISTAKES.replace("cell: halve,", "cell: test_halve,"),
+        "mistake `halve-floor`: `test_halve` is not a solution cell",
+    ),
+    "an old text not in the cell": (
+        MISTAKES.replace("old: x / 2", "old: x / 3"),
+        "mistake `halve-floor`: its `old` text is not in `halve`: 'x / 3'",
+    ),
+    "a misspelt test": (
+        MISTAKES.replace("fails: [test_halve]", "fails: [test_halv]"),
+        "mistake `halve-floor`: fails `test_halv` is not a graded test cell of the lesson",
+    ),
+    "a test before the cell": (
+        MISTAKES.replace("fails: [test_halve]", "fails: [test_halve, test_double]"),
+        "mistake `halve-floor`: fails `test_double`, which runs before `halve`",
+    ),
+    "a mistake that fails nothing": (
+        MISTAKES.replace("fails: [test_halve]", "fails: []"),
+        "mistake `halve-floor`: fails no test (or changes nothing): an alternative answer?",
+    ),
+    "two mistakes of one name": (
+        MISTAKES.replace("name: double-int", "name: double-adds"),
+        "two mistakes are called `double-adds`",
+    ),
+    "a misspelt section": (MISTAKES.replace("everyday:", "everday:"), "unknown sections"),
+}
+
+
+@pytest.mark.parametrize("edit", list(PLANTED))
+def test_each_kind_of_bad_mistake_is_named_before_any_grading(tmp_path, edit):
+    text, expected = PLANTED[edit]
+    found = _problems(tmp_path, CONTRACTS, text)
+    assert expected in found, f"{edit}: {expected!r} not in:\n{found}"
+
+
+def test_an_alternative_answer_for_a_cell_that_does_not_exist_is_named(tmp_path):
+    lesson = small_course(tmp_path)
+    (lesson.source.parent / "alternatives.yml").write_text(
+        "alternatives:\n- {name: double-shift, cell: doubel, source: 'def double(x): ...'}\n",
+        encoding="utf-8",
+    )
+    found = contracts.lesson_problems(lesson)
+    assert found == [
+        "alternative `double-shift`: `doubel` is not a solution cell of the lesson"
+        " (did you mean `double`?)"
+    ]

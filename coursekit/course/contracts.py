@@ -34,9 +34,9 @@ from pathlib import Path
 
 import yaml
 
-from coursekit.course.cells import grade_id, is_autograded_answer, is_test
+from coursekit.course.cells import grade_id, is_autograded_answer, is_solution, is_test
 from coursekit.course.lessons import ROOT, SOLUTIONS, Lesson, all_lessons
-from coursekit.course.mistakes import FILENAME, read_mistakes
+from coursekit.course.mistakes import FILENAME, Mistake, read_alternatives, read_mistakes
 from coursekit.course.sources import source_to_notebook
 
 KEY = "contracts"
@@ -139,21 +139,24 @@ class Cells:
     exercises: dict[str, int]  # autograded solution cells
     tests: dict[str, int]  # graded test cells
     others: dict[str, str]  # every other named cell: what it is
+    answers: dict[str, str]  # the source of every solution cell (where mistakes are planted)
 
     @classmethod
     def of(cls, item: Lesson) -> Cells:
-        exercises, tests, others = {}, {}, {}
+        exercises, tests, others, answers = {}, {}, {}, {}
         for index, cell in enumerate(source_to_notebook(item.source).cells):
             name = grade_id(cell)
             if name is None:
                 continue
+            if is_solution(cell):
+                answers[name] = cell.source
             if is_autograded_answer(cell):
                 exercises[name] = index
             elif is_test(cell):
                 tests[name] = index
             else:
                 others[name] = f"a {cell.cell_type} cell that is neither an exercise nor a test"
-        return cls(exercises, tests, others)
+        return cls(exercises, tests, others, answers)
 
 
 def _unknown(name: str, known, what: str) -> str:
@@ -222,18 +225,51 @@ def _coverage_problems(contracts: list[Contract], cells: Cells, planted: dict) -
     return found
 
 
+def _mistake_problems(mistake: Mistake, cells: Cells) -> list[str]:
+    """What the chain would find only when it grades this mistake (``make test-mistakes``): a
+    cell that is no solution, a text not in it, a test that does not exist or comes too early."""
+    where = f"{mistake.kind} `{mistake.name}`"
+    if mistake.cell not in cells.answers:
+        return [f"{where}: " + _unknown(mistake.cell, cells.answers, "a solution cell")]
+    found = []
+    if mistake.old and mistake.old not in cells.answers[mistake.cell]:
+        found.append(f"{where}: its `old` text is not in `{mistake.cell}`: {mistake.old!r}")
+    if mistake.kind == "mistake" and (not mistake.fails or mistake.old == mistake.new):
+        found.append(f"{where}: fails no test (or changes nothing): an alternative answer?")
+    for test in sorted(mistake.fails):
+        if test not in cells.tests:
+            found.append(f"{where}: fails " + _unknown(test, cells.tests, "a graded test cell"))
+        elif cells.tests[test] < cells.exercises.get(mistake.cell, -1):
+            found.append(f"{where}: fails `{test}`, which runs before `{mistake.cell}`")
+    return found
+
+
+def _planted_problems(item: Lesson, cells: Cells) -> tuple[dict[str, Mistake], list[str]]:
+    """({name: mistake}, problems) of the lesson's mistakes.yml and alternatives.yml."""
+    folder = item.root / SOLUTIONS / item.assignment
+    try:
+        mistakes, alternatives = read_mistakes(folder / FILENAME), read_alternatives(folder)
+    except ValueError as error:
+        return {}, [str(error)]
+    found = []
+    for group in (mistakes, alternatives):
+        names = [m.name for m in group]
+        found += [f"two {m.kind}s are called `{m.name}`" for m in group if names.count(m.name) > 1]
+    for mistake in mistakes + alternatives:
+        found += _mistake_problems(mistake, cells)
+    return {m.name: m for m in mistakes}, sorted(set(found), key=found.index)
+
+
 def lesson_problems(item: Lesson) -> list[str]:
     """Everything wrong with the lesson's contracts, each problem a sentence naming the names."""
     path = item.root / SOLUTIONS / item.assignment / FILENAME
-    try:
-        planted = {m.name: m for m in read_mistakes(path)}
-    except ValueError as error:
-        return [str(error)]
     cells = Cells.of(item)
-    contracts, problems = read_contracts(path)
+    planted, problems = _planted_problems(item, cells)
+    contracts, malformed = read_contracts(path)
+    problems += malformed
     if contracts is None and cells.exercises:
         where, names = path.relative_to(item.root), ", ".join(cells.exercises)
-        return [f"no `{KEY}:` in {where}: its exercises ({names}) need one each"]
+        return problems + [f"no `{KEY}:` in {where}: its exercises ({names}) need one each"]
     for contract in contracts or []:
         for clause in contract.clauses:
             problems += _clause_problems(clause, contract, cells, planted)
