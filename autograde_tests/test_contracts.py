@@ -25,6 +25,17 @@ def test_every_exercise_of_every_lesson_has_a_complete_contract():
     assert not found, f"incomplete exercise contracts:\n{RULE}\n{found}\n{RULE}"
 
 
+def test_planted_mistakes_and_alternatives_name_what_their_lesson_has():
+    """Passes while contracts are still missing: a mistake's cell, old text and failed tests are
+    checked before any grading."""
+    found = {}
+    for lesson in all_lessons():
+        _, problems = contracts.planted_problems(lesson, contracts.Cells.of(lesson))
+        if problems:
+            found[lesson.assignment] = problems
+    assert not found, f"planted mistakes that name what their lesson lacks: {found}"
+
+
 def _cell(kind: str, name: str, source: str) -> nbformat.NotebookNode:
     """A cell of a lesson: "exercise" (autograded answer), "test" (graded), "manual" (a
     free-text answer a person grades)."""

@@ -244,7 +244,7 @@ def _mistake_problems(mistake: Mistake, cells: Cells) -> list[str]:
     return found
 
 
-def _planted_problems(item: Lesson, cells: Cells) -> tuple[dict[str, Mistake], list[str]]:
+def planted_problems(item: Lesson, cells: Cells) -> tuple[dict[str, Mistake], list[str]]:
     """({name: mistake}, problems) of the lesson's mistakes.yml and alternatives.yml."""
     folder = item.root / SOLUTIONS / item.assignment
     try:
@@ -264,7 +264,7 @@ def lesson_problems(item: Lesson) -> list[str]:
     """Everything wrong with the lesson's contracts, each problem a sentence naming the names."""
     path = item.root / SOLUTIONS / item.assignment / FILENAME
     cells = Cells.of(item)
-    planted, problems = _planted_problems(item, cells)
+    planted, problems = planted_problems(item, cells)
     contracts, malformed = read_contracts(path)
     problems += malformed
     if contracts is None and cells.exercises:
