@@ -8,6 +8,7 @@ import html
 import os
 import re
 import subprocess
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -15,6 +16,7 @@ import pytest
 
 from coursekit.course.lessons import ROOT, Lesson, all_lessons
 from coursekit.publishing import book as publishing
+from coursekit.publishing import quoted_output
 
 from .leaks import hidden_test_lines, released_code
 
@@ -81,6 +83,22 @@ def test_solutions_are_folded_and_hidden_tests_absent(book, lesson):
     everything += (book / "searchindex.js").read_text(encoding="utf-8")
     leaked = [line for line in hidden if line in everything]
     assert not leaked, f"hidden test lines are in the book: {leaked[:3]}"
+
+
+@pytest.mark.parametrize("lesson", all_lessons(), ids=lambda item: item.assignment)
+def test_text_quoted_from_output_is_what_the_executed_lesson_printed(book, lesson):
+    """Each string a lesson's `<!-- from output: ... -->` lists is in its cell's text and in the
+    printed text of an earlier cell of the page as the book executed it (from the build's cache:
+    nothing runs again). Numbers the prose may quote without marking them are a warning."""
+    found = quoted_output.problems(lesson)
+    assert not found, f"{lesson.assignment}: text and output disagree:\n  " + "\n  ".join(found)
+    candidates = quoted_output.unmarked(quoted_output.executed_lesson(lesson))
+    if candidates:
+        warnings.warn(
+            f"{lesson.assignment}: numbers in the prose that a cell above printed, not marked"
+            " <!-- from output: ... --> (mark them if quoted):\n  " + "\n  ".join(candidates),
+            stacklevel=1,
+        )
 
 
 def test_math_is_served_by_a_local_mathjax(book):

@@ -173,17 +173,25 @@ def launch_header(item: Lesson, slug: str, branch: str) -> nbformat.NotebookNode
     )
 
 
+def lesson_page(
+    item: Lesson, edition: str, slug: str = "", branch: str = "main", urls: dict | None = None
+) -> nbformat.NotebookNode:
+    """The lesson's page as the book builds it (unexecuted): book/lessons/<name>.ipynb."""
+    if edition == "student":
+        page = student_page(nbformat.read(item.student_notebook, as_version=4))
+    else:
+        page = solutions_page(source_to_notebook(item.source))
+    page = link_citations(page, bibliography_urls() if urls is None else urls)
+    page.cells.insert(1, launch_header(item, slug, branch))  # under the title and its intro
+    return page
+
+
 def write_pages(edition: str, slug: str = "", branch: str = "main") -> list[Path]:
     """Write book/lessons/<name>.ipynb for every lesson; only pages whose text changed."""
     PAGES.mkdir(exist_ok=True)
     written, urls = [], bibliography_urls()
     for item in all_lessons():
-        if edition == "student":
-            page = student_page(nbformat.read(item.student_notebook, as_version=4))
-        else:
-            page = solutions_page(source_to_notebook(item.source))
-        page = link_citations(page, urls)
-        page.cells.insert(1, launch_header(item, slug, branch))  # under the title and its intro
+        page = lesson_page(item, edition, slug, branch, urls)
         target = PAGES / f"{item.name}.ipynb"
         text = nbformat.writes(page) + "\n"
         if not target.exists() or target.read_text(encoding="utf-8") != text:
