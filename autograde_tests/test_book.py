@@ -14,6 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from coursekit.course import expected_time
 from coursekit.course.lessons import ROOT, Lesson, all_lessons
 from coursekit.publishing import book as publishing
 from coursekit.publishing import quoted_output
@@ -248,17 +249,22 @@ def test_every_lesson_states_its_expected_time():
     assert not missing, "\n".join(missing)
 
 
-def test_course_map_times_come_from_the_lessons(tmp_path):
+def test_course_map_times_are_computed_by_the_stated_method(tmp_path):
+    """The course map shows each lesson's computed time (whatever its line says: a test of its
+    own holds the line to it), the total, and the method in words."""
     lessons = _lessons_with_times(tmp_path, [50, 70, 100])
     values = publishing.substitutions(lessons, "", "main")
-    assert values["time_lesson01"] == "50\u00a0min" and values["time_lesson03"] == "100\u00a0min"
-    assert values["total_time"] == "about 220 minutes (3½ hours)"
+    computed = [expected_time.computed_minutes(item) for item in lessons]
+    assert values["time_lesson01"] == f"{computed[0]}\u00a0min"
+    assert values["total_time"] == publishing.hours(sum(computed))
+    assert values["time_method"] == expected_time.METHOD
+    assert publishing.hours(220) == "about 220 minutes (3½ hours)"
     assert publishing.hours(60) == "about 60 minutes (1 hour)"
 
 
 def test_a_lesson_without_its_expected_time_stops_the_build_and_says_which(tmp_path):
     lessons = _lessons_with_times(tmp_path, [50, None, 40])
-    with pytest.raises(SystemExit, match=r"solutions/lesson02/topic2\.md: no line"):
+    with pytest.raises(SystemExit, match=r"solutions/lesson02/topic2\.md: no single line"):
         publishing.substitutions(lessons, "", "main")
 
 
@@ -272,7 +278,7 @@ def test_the_course_map_lists_every_lesson_with_its_time():
             f"book/intro.md: the course map has no row for {lesson.assignment} ending in its"
             f" time, {{{{ time_{lesson.assignment} }}}}"
         )
-    assert "{{ total_time }}" in intro
+    assert "{{ total_time }}" in intro and "{{ time_method }}" in intro
 
 
 def test_the_built_course_map_shows_each_lesson_time_and_the_total(book):
