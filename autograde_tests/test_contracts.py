@@ -14,6 +14,8 @@ import yaml
 from coursekit.course import contracts
 from coursekit.course.lessons import all_lessons
 
+pytestmark = pytest.mark.unit
+
 RULE = "=" * 70
 
 

@@ -10,6 +10,8 @@ import pytest
 from coursekit.course import expected_time as method
 from coursekit.course.lessons import all_lessons
 
+pytestmark = pytest.mark.unit
+
 
 def test_every_lessons_line_states_the_computed_time():
     wrong = [

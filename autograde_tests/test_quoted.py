@@ -12,6 +12,8 @@ from coursekit.course.lessons import all_lessons
 from coursekit.course.sources import source_to_notebook
 from coursekit.publishing import quoted_output
 
+pytestmark = pytest.mark.unit
+
 new_code, new_markdown = nbformat.v4.new_code_cell, nbformat.v4.new_markdown_cell
 
 

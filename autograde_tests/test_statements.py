@@ -10,6 +10,8 @@ import pytest
 from coursekit.course.lessons import all_lessons
 from coursekit.course.statements import statement_problems
 
+pytestmark = pytest.mark.unit
+
 
 def test_every_statement_states_the_points_its_cells_give():
     found = [f"{item.assignment}: {p}" for item in all_lessons() for p in statement_problems(item)]
