@@ -40,9 +40,9 @@ def executed_lesson(item: Lesson) -> nbformat.NotebookNode:
     """The lesson's book page with the outputs the book's last build gave it."""
     from jupyter_cache import get_cache  # the book's own dependency (myst-nb)
 
-    page = lesson_page(item, "solutions")
     if not CACHE.is_dir():  # jupyter-cache would make an empty one
         raise NotExecuted(f"{item.assignment}: the book has not been built here: run `make book`")
+    page = lesson_page(item, "solutions")
     try:
         _, executed = get_cache(CACHE).merge_match_into_notebook(page)
     except KeyError:
