@@ -299,7 +299,7 @@ def describe(item: Lesson) -> str:
     """The lesson's contracts as a reviewer reads them: per exercise, each clause with the tests
     that check it and the planted mistakes that prove those tests can fail, then the problems."""
     path = item.root / SOLUTIONS / item.assignment / FILENAME
-    planted = {m.name: m for m in read_mistakes(path)}
+    planted, _ = planted_problems(item, Cells.of(item))  # the problems are listed below
     contracts, _ = read_contracts(path)
     by_cell = {c.cell: c for c in contracts or []}
     lines = [f"{item.assignment}: {_title(item)}", ""]
