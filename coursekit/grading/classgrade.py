@@ -27,6 +27,11 @@ nbgrader_config.py installs: screening, the sandbox kernel, the guard, holds for
   again grades only what is missing or was handed in again (``--force``: everything), so a
   second run is a no-op and an interrupted one resumes. Submissions and the course's own files
   are hashed before and after: grading must change neither.
+* **Due dates and late work.** The class's course.toml (coursekit.grading.deadlines) is read
+  once, before anything is graded (a bad date, policy or extension stops the run with a
+  message); the due date goes into the gradebook, and every batch gets what was read, so that
+  nbgrader's own AssignLatePenalties takes each penalty. A student whose due date, extension or
+  the policy changed since they were graded is graded again.
 * **A report.** A per-student table (score, the autograder's score, status, notes), written to
   reports/<lesson>/grades.csv, and reports/<lesson>/review.md listing every submission whose
   points are held or that could not be graded, with the reasons (coursekit.grading.report).
@@ -49,10 +54,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coursekit.course.coursefile import CourseFileError
 from coursekit.course.lessons import ROOT, Lesson
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.sources import sync_sources
-from coursekit.grading import bwrap, gradebook, integrity
+from coursekit.grading import bwrap, deadlines, gradebook, integrity
 from coursekit.grading.batch import BatchResult, BatchSpec, config_digest
 from coursekit.grading.cluster import (
     Dispatch,
@@ -61,6 +67,7 @@ from coursekit.grading.cluster import (
     probe,
     scheduler_address,
 )
+from coursekit.grading.deadlines import Deadlines
 from coursekit.grading.holds import accepted_path, load_accepted, release, submission_digest
 from coursekit.grading.integrity import Finding
 from coursekit.grading.ledger import changed as changed_paths
@@ -85,6 +92,7 @@ class _Run:
     digests: dict[str, str] = field(default_factory=dict)  # their submissions' digests
     ledger: dict = field(default_factory=dict)  # what is in the gradebook, with status
     graded: int = 0  # notebooks executed by this run
+    deadlines: Deadlines | None = None  # course.toml's due dates, extensions and late policy
 
     @property
     def course(self) -> Path:
@@ -98,8 +106,14 @@ class _Run:
     def folder(self) -> Path:
         return self.course / REPORTS / self.lesson.assignment
 
+    def deadline(self, student: str) -> str:
+        """What the student's late penalty depends on, besides the submission."""
+        return self.deadlines.key(student, self.lesson.assignment) if self.deadlines else ""
+
     def record(self, student: str, status: str, findings=()) -> None:
         entry = {"sha256": self.digests[student], "status": status}
+        if self.deadline(student):
+            entry["deadline"] = self.deadline(student)
         if findings:
             entry["findings"] = [f.to_dict() for f in findings]
         self.ledger[student] = entry
@@ -115,8 +129,13 @@ def _open_run(course: Path, lesson: Lesson, extra) -> _Run:
     run = _Run(lesson.in_course(course), list(extra or []))
     try:
         gradebook.require_assignment(run.gradebook, lesson.assignment)
-    except (FileNotFoundError, LookupError) as problem:
+        run.deadlines = deadlines.load(course)  # a bad course.toml stops here, not per student
+    except (FileNotFoundError, LookupError, CourseFileError) as problem:
         raise GradingError(str(problem)) from None
+    if run.deadlines:  # the due date formgrader and nbgrader export show, before any grading
+        gradebook.replace_gradebook(
+            run.gradebook, lambda gb: deadlines.write(gb, run.deadlines, lesson.assignment)
+        )
     run.everyone = run.lesson.students()
     commas = [s for s in run.everyone if "," in s]
     if commas:
@@ -128,13 +147,18 @@ def _open_run(course: Path, lesson: Lesson, extra) -> _Run:
 
 
 def _to_grade(run: _Run, force: bool, only: list[str] | None) -> list[str]:
-    """Who needs grading: new or handed in again (``force``: everyone; ``only``: just these)."""
+    """Who needs grading: new, handed in again, or whose due date, extension or late policy
+    changed (``force``: everyone; ``only``: just these)."""
     known = gradebook.known_students(run.gradebook, run.lesson.assignment)
+
+    def changed(s: str) -> bool:
+        entry = run.ledger.get(s, {})
+        return entry.get("sha256") != run.digests[s] or entry.get("deadline", "") != run.deadline(s)
+
     return [
         s
         for s in run.everyone
-        if (only is None or s in only)
-        and (force or s not in known or run.ledger.get(s, {}).get("sha256") != run.digests[s])
+        if (only is None or s in only) and (force or s not in known or changed(s))
     ]
 
 
@@ -252,13 +276,16 @@ def _grade_batches(run: _Run, students: list[str], size: int | None, show: bool,
     work = Path(tempfile.mkdtemp(prefix="work-", dir=run.folder))
     threads = 1 if cluster.workers > 1 else 0  # parallel kernels: one thread each
     digest, numbers = config_digest(run.course), itertools.count()
+    handed = str(deadlines.hand_over(run.deadlines, work))  # one reading for every batch
     progress = _Progress(run, work, students, show)
     dispatch = Dispatch(cluster, tick=progress.update)
 
     def submit(group: list[str]) -> None:
         number = next(numbers)
         dispatch.submit(
-            BatchSpec(run.lesson, number, tuple(group), work, digest, tuple(run.extra), threads)
+            BatchSpec(
+                run.lesson, number, tuple(group), work, digest, tuple(run.extra), threads, handed
+            )
         )
 
     finished: dict[int, BatchResult] = {}

@@ -17,8 +17,17 @@ def notes(result: NotebookResult, width: int = 70) -> str:
     """The kinds of what was found, in a line (notes are left out of a held row: the reasons
     for the hold are what matters)."""
     kinds = [f.kind for f in result.findings if f.severity != "note" or result.status != "held"]
+    if result.seconds_late > 0:
+        kinds.insert(0, f"late {late_by(result.seconds_late)} (-{result.late_penalty:g})")
     text = ", ".join(dict.fromkeys(kinds))
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def late_by(seconds: float) -> str:
+    """How late, in the unit a person reads: 40 min, 5.5 h, 3.2 d."""
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 86400 else f"{seconds / 86400:.1f} d"
 
 
 @dataclass
@@ -79,13 +88,15 @@ def _write_csv(path: Path, report: ClassReport) -> None:
         out = csv.writer(handle)
         out.writerow(
             ["student", "status", "score", "autograder_score", "max_score", "failed_tests", "notes"]
-            + ["sandbox"]
+            + ["sandbox", "submitted", "hours_late", "late_penalty"]
         )
         for r in report.rows:
             failed = " ".join(c.grade_id for c in r.cells if not c.passed)
             found = "; ".join(str(f) for f in r.findings)
+            when = r.submitted.isoformat(sep=" ") + " UTC" if r.submitted else ""
+            late = [when, round(r.seconds_late / 3600, 2), r.late_penalty]
             out.writerow(
-                [r.student, r.status, r.score, r.auto, r.max_score, failed, found, r.sandbox]
+                [r.student, r.status, r.score, r.auto, r.max_score, failed, found, r.sandbox, *late]
             )
 
 

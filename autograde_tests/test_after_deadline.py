@@ -1,0 +1,173 @@
+"""After the deadline, through real nbgrader: one class of lesson 1 with a course.toml of its own
+(due dates, a late policy, extensions, a roster), handed in at times around the due date, graded
+once by class grading (`make autograde`), then:
+
+* late work: each submission's penalty is the policy's, measured from the due date plus the
+  student's extension, and formgrader's gradebook, stock `nbgrader export` and the course's own
+  table (reports/<lesson>/grades.csv) say the same; changing an extension regrades that student;
+* feedback released by policy (before the due date: the visible tests only; after it: each
+  hidden test's name, points and message, never its code), and `make feedback` refusing early;
+* the LMS exports (Canvas, Moodle) through `nbgrader export --exporter=...`.
+
+The class is graded once for the module (one group under pytest-xdist: autograde_tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from coursekit.course.lessons import lesson as find_lesson
+from coursekit.course.mistakes import fill_solutions
+from coursekit.grading import tempcourse
+from coursekit.grading.classgrade import grade_class
+from coursekit.grading.gradebook import open_gradebook
+from coursekit.grading.report import ClassReport
+
+from .sandboxes import nbgrader_flags
+
+pytestmark = pytest.mark.chain
+
+LESSON = find_lesson("lesson01")
+DUE = (datetime.now(UTC) - timedelta(days=10)).replace(microsecond=0)
+POLICY = 'policy = "per-day"\npercent = 10\ncap = 50\ncutoff_hours = 72'
+# student: (handed in this long after the due date, extension) -> the share of the score lost
+CLASS = {
+    "early": (timedelta(hours=-1), None, 0.0),
+    "late": (timedelta(hours=5), None, 0.1),  # the first day begun
+    "extended": (timedelta(hours=30), "2d", 0.0),  # within a 48 h extension
+    "extended-late": (timedelta(hours=50), "1d", 0.2),  # 26 h after a 24 h extension: 2 days
+    "very-late": (timedelta(hours=100), None, 1.0),  # past the 72 h cut-off
+}
+COURSE_TOML = """[course]
+roster = "roster.csv"
+
+[deadlines]
+lesson01 = {due}
+
+[late]
+{policy}
+extensions = "extensions.csv"
+"""
+
+
+@dataclass
+class Graded:
+    course: Path
+    report: ClassReport
+
+    @property
+    def classroom(self) -> Path:
+        return self.course / "classroom"
+
+    def rows(self) -> dict[str, dict]:
+        path = self.course / "reports" / LESSON.assignment / "grades.csv"
+        with path.open() as handle:
+            return {row["student"]: row for row in csv.DictReader(handle)}
+
+
+def _stamp(moment: datetime) -> str:
+    """As nbgrader's collect writes timestamp.txt (its default timestamp_format, in UTC)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+def write_class(course: Path, due: datetime = DUE, extensions: dict | None = None) -> None:
+    """The class's description beside the course: course.toml, roster.csv, extensions.csv."""
+    room = course / "classroom"
+    room.mkdir(exist_ok=True)
+    (room / "course.toml").write_text(COURSE_TOML.format(due=due.isoformat(), policy=POLICY))
+    people = "".join(f"{s},student,Student {s},{s}@example.org,{100 + i},S{i},{s},A\n"
+                     for i, s in enumerate(CLASS))  # fmt: skip
+    header = "username,role,name,email,lms_id,sis_user_id,sis_login_id,section\n"
+    (room / "roster.csv").write_text(header + people + "prof,instructor,,,,,,\n")
+    if extensions is None:
+        extensions = {s: spec[1] for s, spec in CLASS.items() if spec[1]}
+    rows = "".join(f"{s},{LESSON.assignment},{span}\n" for s, span in extensions.items())
+    (room / "extensions.csv").write_text("username,lesson,extension\n" + rows)
+
+
+def grade(course: Path, force: bool = False) -> ClassReport:
+    return grade_class(
+        course, LESSON, workers=2, force=force, extra=nbgrader_flags(), progress=False
+    )
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, monkeypatch_module) -> Graded:
+    course = tempcourse.make_course(tmp_path_factory.mktemp("class") / "course", [LESSON])
+    lesson = LESSON.in_course(course)
+    solved = fill_solutions(
+        nbformat.read(lesson.student_notebook, 4), nbformat.read(lesson.source_notebook, 4)
+    )
+    for student, (after, _, _) in CLASS.items():
+        path = tempcourse.submit(course, student, LESSON, solved)
+        (path.parent / "timestamp.txt").write_text(_stamp(DUE + after))
+    write_class(course)
+    return Graded(course, grade(course))
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("CLASSROOM_COURSE", raising=False)  # the class is the course's own
+        yield patch
+
+
+def _export(course: Path, *options: str) -> list[dict]:
+    out = course / "export.csv"
+    tempcourse.run_nbgrader("export", f"--to={out}", *options, course=course)
+    with out.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_late_penalties_follow_the_policy_and_everyone_agrees(graded):
+    maximum = graded.report.rows[0].max_score
+    table = graded.rows()
+    exported = {row["student_id"]: row for row in _export(graded.course)}
+    with open_gradebook(graded.course / "gradebook.db") as gradebook:
+        due = gradebook.find_assignment(LESSON.assignment).duedate
+        extensions = {s: gradebook.find_submission(LESSON.assignment, s).extension for s in CLASS}
+    assert due == DUE.replace(tzinfo=None)  # the gradebook's due date: formgrader shows it
+    for student, (_, span, lost) in CLASS.items():
+        row, nbgrader_row = table[student], exported[student]
+        penalty = lost * maximum
+        assert float(row["autograder_score"]) == maximum, row  # solved: only lateness costs
+        assert float(row["late_penalty"]) == pytest.approx(penalty), (student, row)
+        assert float(row["score"]) == pytest.approx(maximum - penalty), (student, row)
+        # stock nbgrader export reads the same gradebook: the same score and penalty
+        assert float(nbgrader_row["score"]) == pytest.approx(float(row["score"])), student
+        assert float(nbgrader_row["late_submission_penalty"] or 0) == pytest.approx(penalty)
+        assert (extensions[student] is None) == (span is None), student
+    assert graded.report.row("late").seconds_late == pytest.approx(5 * 3600)
+    assert "late 5.0 h (-" in graded.report.table()
+
+
+def test_changing_an_extension_regrades_that_student_only(graded):
+    """Last in the module: it changes the class's extensions (and puts them back)."""
+    before = graded.rows()
+    write_class(graded.course, extensions={"late": "6h", "extended": "2d", "extended-late": "1d"})
+    try:
+        report = grade(graded.course)
+        assert report.graded == 1, report.table()
+        assert float(graded.rows()["late"]["late_penalty"]) == 0.0
+        assert graded.rows()["early"] == before["early"]
+    finally:
+        write_class(graded.course)
+        grade(graded.course)
+    assert graded.rows() == before
+
+
+def test_a_broken_course_toml_stops_class_grading_before_anything_runs(graded, tmp_path):
+    course = tmp_path / "course"
+    shutil.copytree(graded.course, course, ignore=shutil.ignore_patterns("reports"))
+    (course / "classroom" / "extensions.csv").write_text(
+        "username,lesson,extension\nnobody,lesson01,1d\n"
+    )
+    with pytest.raises(tempcourse.GradingError, match="'nobody' is not a student in the roster"):
+        grade(course, force=True)
