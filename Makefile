@@ -186,8 +186,13 @@ CLASS_FLAGS ?=
 grade-class: $(STAMP) sandbox
 	$(PY) -m coursekit.democlass $(or $(LESSON),lesson01) --students $(CLASS) $(CLASS_FLAGS)
 
+# nbgrader generate_feedback, refused before the lesson's due date (and every extension) unless
+# FEEDBACK_FLAGS=--before-due-date: feedback then shows the visible tests only
+# (coursekit/grading/feedback.py). More flags go to nbgrader, e.g. FEEDBACK_FLAGS=--force.
+FEEDBACK_FLAGS ?=
 feedback: $(STAMP)
-	$(VENV)/bin/nbgrader generate_feedback $(or $(LESSON),$(error give LESSON=lessonNN))
+	$(PY) -m coursekit.grading.feedback $(or $(LESSON),$(error give LESSON=lessonNN)) \
+	    --course $(CURDIR) $(FEEDBACK_FLAGS)
 
 # A class on this server (as root): accounts from classroom/roster.csv, the grader's course
 # folder, nbgrader's exchange, and JupyterHub on 127.0.0.1:$(HUB_PORT) until Ctrl+C

@@ -128,10 +128,13 @@ else:
             f"{type(error).__name__}: {error}"
         )
 
-    # Feedback shows no hidden tests: neither their code nor tracebacks that quote it.
+    # Feedback shows no hidden tests: neither their code nor tracebacks that quote it; their
+    # results only after the due date (course.toml), as the policy in feedback.py says.
     c.GenerateFeedback.preprocessors = [
+        "coursekit.grading.feedback.ReleaseByPolicy",
         "coursekit.grading.feedback.HideHiddenTests",
         "nbgrader.preprocessors.GetGrades",
+        "coursekit.grading.feedback.WithholdScores",
         "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     ]
 

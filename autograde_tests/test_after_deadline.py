@@ -15,6 +15,8 @@ The class is graded once for the module (one group under pytest-xdist: autograde
 from __future__ import annotations
 
 import csv
+import html
+import re
 import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,13 +25,16 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from coursekit.course.cells import BEGIN_HIDDEN, grade_id, is_test, nbgrader_meta
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.mistakes import fill_solutions
-from coursekit.grading import tempcourse
+from coursekit.course.sources import source_to_notebook
+from coursekit.grading import feedback, tempcourse
 from coursekit.grading.classgrade import grade_class
 from coursekit.grading.gradebook import open_gradebook
 from coursekit.grading.report import ClassReport
 
+from .leaks import hidden_test_lines
 from .sandboxes import nbgrader_flags
 
 pytestmark = pytest.mark.chain
@@ -44,6 +49,13 @@ CLASS = {
     "extended": (timedelta(hours=30), "2d", 0.0),  # within a 48 h extension
     "extended-late": (timedelta(hours=50), "1d", 0.2),  # 26 h after a 24 h extension: 2 days
     "very-late": (timedelta(hours=100), None, 1.0),  # past the 72 h cut-off
+}
+# Handed in on time, each with one exercise wrong (a solution cell's text replaced): the visible
+# tests of test_soft_lookup pass and its hidden ones (batched keys) fail; test_dot_scores fails a
+# visible test, so its hidden tests never run.
+WRONG = {
+    "hidden-fails": {"soft_lookup": ("dot_scores(queries, keys)", "(queries @ keys.T)")},
+    "visible-fails": {"dot_scores": ("np.swapaxes(keys, -1, -2)", "keys.T")},
 }
 COURSE_TOML = """[course]
 roster = "roster.csv"
@@ -83,7 +95,7 @@ def write_class(course: Path, due: datetime = DUE, extensions: dict | None = Non
     room.mkdir(exist_ok=True)
     (room / "course.toml").write_text(COURSE_TOML.format(due=due.isoformat(), policy=POLICY))
     people = "".join(f"{s},student,Student {s},{s}@example.org,{100 + i},S{i},{s},A\n"
-                     for i, s in enumerate(CLASS))  # fmt: skip
+                     for i, s in enumerate([*CLASS, *WRONG]))  # fmt: skip
     header = "username,role,name,email,lms_id,sis_user_id,sis_login_id,section\n"
     (room / "roster.csv").write_text(header + people + "prof,instructor,,,,,,\n")
     if extensions is None:
@@ -102,11 +114,13 @@ def grade(course: Path, force: bool = False) -> ClassReport:
 def graded(tmp_path_factory, monkeypatch_module) -> Graded:
     course = tempcourse.make_course(tmp_path_factory.mktemp("class") / "course", [LESSON])
     lesson = LESSON.in_course(course)
-    solved = fill_solutions(
-        nbformat.read(lesson.student_notebook, 4), nbformat.read(lesson.source_notebook, 4)
-    )
-    for student, (after, _, _) in CLASS.items():
-        path = tempcourse.submit(course, student, LESSON, solved)
+    released = nbformat.read(lesson.student_notebook, 4)
+    solved = nbformat.read(lesson.source_notebook, 4)
+    handed_in = {student: (after, {}) for student, (after, _, _) in CLASS.items()}
+    handed_in |= {student: (timedelta(hours=-1), edits) for student, edits in WRONG.items()}
+    for student, (after, edits) in handed_in.items():
+        notebook = fill_solutions(released, solved, edits)
+        path = tempcourse.submit(course, student, LESSON, notebook)
         (path.parent / "timestamp.txt").write_text(_stamp(DUE + after))
     write_class(course)
     return Graded(course, grade(course))
@@ -146,6 +160,64 @@ def test_late_penalties_follow_the_policy_and_everyone_agrees(graded):
         assert (extensions[student] is None) == (span is None), student
     assert graded.report.row("late").seconds_late == pytest.approx(5 * 3600)
     assert "late 5.0 h (-" in graded.report.table()
+
+
+def _feedback(course: Path, student: str) -> str:
+    page = LESSON.in_course(course).student_folder("feedback", student) / f"{LESSON.name}.html"
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+
+
+def _make_feedback(course: Path, *flags: str) -> int:
+    return feedback.main([LESSON.assignment, "--course", str(course), "--force", *flags])
+
+
+def _hidden_cells() -> dict[str, float]:
+    """{grade_id: points} of the lesson's test cells that have hidden tests."""
+    source = source_to_notebook(LESSON.source)
+    return {
+        grade_id(c): nbgrader_meta(c)["points"]
+        for c in source.cells
+        if is_test(c) and BEGIN_HIDDEN in c.source
+    }
+
+
+def test_after_the_due_date_feedback_names_each_hidden_test_never_its_code(graded):
+    assert _make_feedback(graded.course) == 0
+    hidden, points = hidden_test_lines(LESSON), _hidden_cells()
+    text = {s: _feedback(graded.course, s) for s in ("early", "hidden-fails", "visible-fails")}
+    for student, page in text.items():
+        assert not [line for line in hidden if line in page], f"{student}'s feedback leaks"
+    lookup, dots = points["test_soft_lookup"], points["test_dot_scores"]
+    assert f"Hidden tests of test_soft_lookup ({lookup:g} points): failed" in text["hidden-fails"]
+    message = next(c for c in graded.report.row("hidden-fails").cells if not c.passed).message
+    assert message.splitlines()[0][:60] in text["hidden-fails"]  # the failure's own words
+    assert f"Hidden tests of test_dot_scores ({dots:g} points): not run" in text["visible-fails"]
+    for test, worth in points.items():
+        assert f"Hidden tests of {test} ({worth:g} points): passed" in text["early"]
+
+
+def test_before_the_due_date_feedback_shows_the_visible_tests_only(graded):
+    write_class(graded.course, due=datetime.now(UTC) + timedelta(days=2))
+    try:
+        with pytest.raises(SystemExit, match="feedback refused: lesson01 is due"):
+            _make_feedback(graded.course)
+        assert _make_feedback(graded.course, "--before-due-date") == 0
+        hidden_fails = _feedback(graded.course, "hidden-fails")
+        visible_fails = _feedback(graded.course, "visible-fails")
+    finally:
+        write_class(graded.course)
+    failed = {
+        c.grade_id: c.message for c in graded.report.row("hidden-fails").cells if not c.passed
+    }
+    assert list(failed) == ["test_soft_lookup"]
+    assert failed["test_soft_lookup"].splitlines()[0][:40] not in hidden_fails
+    assert "Hidden tests of" not in hidden_fails
+    assert "Feedback before the due date" in hidden_fails
+    assert hidden_fails.count("shown after the due date") == len(_hidden_cells())
+    shown = graded.report.rows[0].max_score - sum(_hidden_cells().values())
+    assert f"Score: {shown:.1f} / {shown:.1f}" in hidden_fails  # the visible-only cells, all passed
+    dots = next(c for c in graded.report.row("visible-fails").cells if not c.passed)
+    assert dots.grade_id == "test_dot_scores" and dots.message[:40] in visible_fails
 
 
 def test_changing_an_extension_regrades_that_student_only(graded):
