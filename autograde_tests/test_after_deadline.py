@@ -7,7 +7,8 @@ once by class grading (`make autograde`), then:
   table (reports/<lesson>/grades.csv) say the same; changing an extension regrades that student;
 * feedback released by policy (before the due date: the visible tests only; after it: each
   hidden test's name, points and message, never its code), and `make feedback` refusing early;
-* the LMS exports (Canvas, Moodle) through `nbgrader export --exporter=...`.
+* the LMS exports (Canvas, Moodle) through `nbgrader export --exporter=...`, in the formats
+  their importers read, and an export naming the students missing from the roster.
 
 The class is graded once for the module (one group under pytest-xdist: autograde_tests/conftest.py).
 """
@@ -26,12 +27,15 @@ import nbformat
 import pytest
 
 from coursekit.course.cells import BEGIN_HIDDEN, grade_id, is_test, nbgrader_meta
+from coursekit.course.lessons import ROOT
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.mistakes import fill_solutions
+from coursekit.course.nbgrader_cli import nbgrader
 from coursekit.course.sources import source_to_notebook
 from coursekit.grading import feedback, tempcourse
 from coursekit.grading.classgrade import grade_class
 from coursekit.grading.gradebook import open_gradebook
+from coursekit.grading.lms import MOODLE_IDENTIFIERS, POINTS_POSSIBLE
 from coursekit.grading.report import ClassReport
 
 from .leaks import hidden_test_lines
@@ -66,6 +70,12 @@ lesson01 = {due}
 [late]
 {policy}
 extensions = "extensions.csv"
+
+[lms]
+moodle_identifier = "email"
+
+[lms.canvas_assignments]
+lesson01 = 4711
 """
 
 
@@ -218,6 +228,88 @@ def test_before_the_due_date_feedback_shows_the_visible_tests_only(graded):
     assert f"Score: {shown:.1f} / {shown:.1f}" in hidden_fails  # the visible-only cells, all passed
     dots = next(c for c in graded.report.row("visible-fails").cells if not c.passed)
     assert dots.grade_id == "test_dot_scores" and dots.message[:40] in visible_fails
+
+
+def _lms_export(course: Path, exporter: str) -> tuple[int, list[list[str]], str]:
+    """(exit code, the rows written, nbgrader's log) of `nbgrader export --exporter=...`."""
+    out = course / f"{exporter}.csv"
+    out.unlink(missing_ok=True)
+    done = nbgrader("export", f"--exporter=coursekit.grading.lms.{exporter}", f"--to={out}",
+                    root=course)  # fmt: skip
+    rows = list(csv.reader(out.open(newline=""))) if out.exists() else []
+    return done.returncode, rows, done.stderr
+
+
+def check_canvas_format(rows: list[list[str]]) -> None:
+    """What Canvas's gradebook importer requires of a file (its GradebookImporter: a header with
+    Student and ID first and the student columns ending in Section, each assignment as "name" or
+    "name (id)", a row whose first cell contains "Points Possible", numbers with a dot)."""
+    header, points, *students = rows
+    assert header[:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"], header
+    assert all(re.fullmatch(r"[\w -]+( \(\d+\))?", title) for title in header[5:]), header
+    assert POINTS_POSSIBLE in points[0] and points[1:5] == [""] * 4, points
+    for row in [points[5:]] + [s[5:] for s in students]:
+        assert all(re.fullmatch(r"(\d+(\.\d+)?)?", cell) for cell in row), row
+    assert all(len(row) == len(header) for row in rows)
+    assert all(any(s[1:4]) for s in students), "Canvas matches on ID, SIS User ID or Login ID"
+
+
+def check_moodle_format(rows: list[list[str]]) -> None:
+    """What Moodle's CSV grade import maps (grade/import/csv: one identifier column -- Email
+    address, Username or ID number -- and grade columns of numbers, '' or '-' for none)."""
+    header, *students = rows
+    assert header[0] in {h for h, _ in MOODLE_IDENTIFIERS.values()}, header
+    assert len(set(header)) == len(header) and students
+    for row in students:
+        assert row[0] and len(row) == len(header), row
+        assert all(re.fullmatch(r"(\d+(\.\d+)?)?|-", cell) for cell in row[1:]), row
+
+
+def test_grades_go_to_canvas_as_its_import_reads_them(graded):
+    code, rows, log = _lms_export(graded.course, "CanvasExport")
+    assert code == 0, log[-2000:]
+    check_canvas_format(rows)
+    header, points, *students = rows
+    assert header[5:] == ["lesson01 (4711)"] and float(points[5]) == graded.report.rows[0].max_score
+    table = graded.rows()
+    by_name = {row[0]: row for row in students}
+    for i, student in enumerate([*CLASS, *WRONG]):
+        row = by_name[f"Student {student}"]
+        assert row[1:5] == [str(100 + i), f"S{i}", student, "A"], row
+        assert float(row[5]) == pytest.approx(float(table[student]["score"]), abs=0.005), student
+
+
+def test_grades_go_to_moodle_keyed_by_email(graded):
+    code, rows, log = _lms_export(graded.course, "MoodleExport")
+    assert code == 0, log[-2000:]
+    check_moodle_format(rows)
+    assert rows[0] == ["Email address", "lesson01"]
+    table = graded.rows()
+    for email, score in rows[1:]:
+        student = email.split("@")[0]
+        assert float(score) == pytest.approx(float(table[student]["score"]), abs=0.005)
+
+
+EXAMPLES = [("canvas_grades.csv", check_canvas_format), ("moodle_grades.csv", check_moodle_format)]
+
+
+@pytest.mark.parametrize("example, check", EXAMPLES)
+def test_the_docs_examples_have_the_lms_format(example, check):
+    check(list(csv.reader((ROOT / "docs" / "lms" / example).open(newline=""))))
+
+
+def test_an_export_with_students_missing_from_the_roster_names_them(graded):
+    roster = graded.classroom / "roster.csv"
+    kept = roster.read_text()
+    dropped = [line for line in kept.splitlines() if not line.startswith(("late,", "very-late,"))]
+    roster.write_text("\n".join(dropped) + "\n")
+    try:
+        for exporter in ("CanvasExport", "MoodleExport"):
+            code, rows, log = _lms_export(graded.course, exporter)
+            assert code != 0 and not rows, exporter
+            assert "2 student(s) missing from the roster" in log and "late, very-late" in log, log
+    finally:
+        roster.write_text(kept)
 
 
 def test_changing_an_extension_regrades_that_student_only(graded):
