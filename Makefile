@@ -54,7 +54,7 @@ help:
 	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader on Dask: all cores or a cluster, report)"
 	@echo "make sandbox     instructors: install bubblewrap, the OS sandbox every grading kernel runs in"
 	@echo "make accept LESSON=lesson01 STUDENT=s  instructors: count a held submission's points after review"
-	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON"
+	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON (after the due date)"
 	@echo "make grade-class                 instructors: grade a synthetic class of 100 (CLASS=, LESSON=)"
 	@echo "make hub         instructors, as root: JupyterHub for the class in classroom/ (HUB_PORT=8000)"
 

@@ -32,6 +32,9 @@ nbgrader_config.py installs: screening, the sandbox kernel, the guard, holds for
   message); the due date goes into the gradebook, and every batch gets what was read, so that
   nbgrader's own AssignLatePenalties takes each penalty. A student whose due date, extension or
   the policy changed since they were graded is graded again.
+* **What the class got wrong, and how alike its answers are** (coursekit.grading.failures and
+  .similarity): per test cell the share that lost its points and the commonest messages (a
+  table and a plot), and the most similar pairs of answers side by side; printed in short.
 * **A report.** A per-student table (score, the autograder's score, status, notes), written to
   reports/<lesson>/grades.csv, and reports/<lesson>/review.md listing every submission whose
   points are held or that could not be graded, with the reasons (coursekit.grading.report).
@@ -58,7 +61,7 @@ from coursekit.course.coursefile import CourseFileError
 from coursekit.course.lessons import ROOT, Lesson
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.sources import sync_sources
-from coursekit.grading import bwrap, deadlines, gradebook, integrity
+from coursekit.grading import bwrap, deadlines, failures, gradebook, integrity, similarity
 from coursekit.grading.batch import BatchResult, BatchSpec, config_digest
 from coursekit.grading.cluster import (
     Dispatch,
@@ -93,6 +96,7 @@ class _Run:
     ledger: dict = field(default_factory=dict)  # what is in the gradebook, with status
     graded: int = 0  # notebooks executed by this run
     deadlines: Deadlines | None = None  # course.toml's due dates, extensions and late policy
+    threshold: float = similarity.THRESHOLD  # course.toml's similarity threshold
 
     @property
     def course(self) -> Path:
@@ -130,6 +134,7 @@ def _open_run(course: Path, lesson: Lesson, extra) -> _Run:
     try:
         gradebook.require_assignment(run.gradebook, lesson.assignment)
         run.deadlines = deadlines.load(course)  # a bad course.toml stops here, not per student
+        run.threshold = similarity.threshold(course)
     except (FileNotFoundError, LookupError, CourseFileError) as problem:
         raise GradingError(str(problem)) from None
     if run.deadlines:  # the due date formgrader and nbgrader export show, before any grading
@@ -363,8 +368,16 @@ def grade_class(
         rows = list(read_results(run.course, run.lesson, run.everyone, run.ledger).values())
         report = ClassReport(run.lesson, rows, run.graded, seconds, run.workers, problems)
         report.where, report.reruns = run.where, run.reruns
+        _after_deadline(run, report)
         write_reports(run.course, report)
         return report
+
+
+def _after_deadline(run: _Run, report: ClassReport) -> None:
+    """What the class got wrong, and how alike the graded submissions' answers are."""
+    report.failures = failures.tally(report.rows)
+    graded = [r.student for r in report.rows if r.status in ("graded", "held")]
+    report.similarity = similarity.class_similarity(run.course, run.lesson, graded, run.threshold)
 
 
 def _grade_on(cluster, run: _Run, todo: list[str], size: int | None, show: bool) -> float:
@@ -459,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         python_only=args.python_only_sandbox,
     )
     print(report.table())
+    print("\n".join(report.after_deadline()))
     print(f"reports: {args.course / REPORTS / item.assignment}/grades.csv and review.md")
     return 1 if report.problems else 0
 

@@ -1,4 +1,6 @@
-"""The class-grading report: a per-student table, grades.csv and review.md (reports/<lesson>/)."""
+"""The class-grading report: a per-student table, grades.csv and review.md (reports/<lesson>/),
+and after a deadline what the class got wrong (coursekit.grading.failures: failures.md, .png) and
+how alike its answers are (coursekit.grading.similarity: similarity.html, .csv)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coursekit.course.lessons import Lesson
+from coursekit.grading import failures
+from coursekit.grading import similarity as likeness
 from coursekit.grading.results import NotebookResult
 
 REPORTS = "reports"
@@ -40,6 +44,8 @@ class ClassReport:
     problems: list[str] = field(default_factory=list)
     where: str = ""  # the Dask cluster that graded the run (coursekit.grading.cluster)
     reruns: list[str] = field(default_factory=list)  # batches Dask gave to another worker
+    failures: list[failures.CellFailures] = field(default_factory=list)  # per test cell
+    similarity: likeness.SimilarityReport | None = None
 
     @property
     def per_minute(self) -> float:
@@ -73,6 +79,19 @@ class ClassReport:
         lines += [f"rerun: {rerun}" for rerun in self.reruns]
         lines += [f"PROBLEM: {problem}" for problem in self.problems]
         return "\n".join(lines + self.sandboxes())
+
+    def after_deadline(self, pairs: int = 5) -> list[str]:
+        """What the class got wrong, and the most similar pairs of answers, for the terminal."""
+        lines = failures.summary(self.failures)
+        if self.similarity is not None:
+            lines.append(self.similarity.summary())
+            lines += [
+                f"  {p.score:.0%}  {p.first} and {p.second}"
+                for p in self.similarity.flagged[:pairs]
+            ]
+        folder = f"{REPORTS}/{self.lesson.assignment}"
+        lines.append(f"see {folder}/failures.md, failures.png and similarity.html")
+        return lines
 
     def sandboxes(self) -> list[str]:
         """Which sandbox graded how many of the notebooks (every run says it)."""
@@ -133,4 +152,8 @@ def write_reports(course: Path, report: ClassReport) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     _write_csv(folder / "grades.csv", report)
     (folder / "review.md").write_text("\n".join(_review(report)) + "\n")
+    failures.write_reports(folder, report.failures, report.lesson.assignment)
+    if report.similarity is not None:
+        title = f"{report.lesson.assignment}: the most similar answers"
+        likeness.write_reports(folder, report.similarity, title)
     return folder
