@@ -102,7 +102,10 @@ def test_disguises_keep_the_names_and_the_behaviour():
     code = (
         "def outer(x, axis=0):\n"
         "    size = len(x)  # how many\n"
+        "    x = list(x)\n"
         "    scores = helper(x, axis=axis)\n"
+        "    if not scores:\n"
+        "        raise ValueError(f'{size} values, none positive')\n"
         "    return sum(scores) / size + x.count(axis)\n\n\n"
         "def helper(y, axis):\n"
         "    doubled = [2 * v for v in y]\n"
@@ -110,7 +113,8 @@ def test_disguises_keep_the_names_and_the_behaviour():
     )
     copied = copy_of(nbformat.v4.new_notebook(cells=[_solution(code)]), DISGUISES).cells[0].source
     assert "def outer(x, axis=0)" in copied and "axis=axis" in copied and "x.count(axis)" in copied
-    assert "my_scores_" in rename(code) and "my_size_" in rename(code) and "my_doubled_" in copied
+    assert "my_scores_" in rename(code) and "my_doubled_" in copied
+    assert "my_size_" not in copied and "my_x" not in copied  # in an f-string; a parameter
     assert copied.index("def helper") < copied.index("def outer")  # reordered
     assert "# how many" not in copied and "#" in copied  # comments changed
     original, disguised = {}, {}

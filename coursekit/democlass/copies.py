@@ -31,19 +31,24 @@ DISGUISES = ("rename", "reorder", "comments")
 
 
 def _locals(tree: ast.AST) -> set[str]:
-    """Names bound inside function bodies (not parameters, not functions) that are bound nowhere
-    at the cell's top level and never used as an attribute or a keyword: renaming them cannot
-    change what the code does or what other cells see."""
+    """Names bound inside function bodies that are no parameter (a test may pass it by name),
+    are bound nowhere at the cell's top level, and never appear as an attribute, a keyword or in
+    an f-string (whose names the tokenizer does not show): renaming them cannot change what the
+    code does or what other cells see."""
     inside, kept = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for child in ast.walk(node):
                 if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
                     inside.add(child.id)
+        elif isinstance(node, ast.arg):
+            kept.add(node.arg)
         elif isinstance(node, ast.Attribute):
             kept.add(node.attr)
         elif isinstance(node, ast.keyword) and node.arg:
             kept.add(node.arg)
+        elif isinstance(node, ast.JoinedStr):
+            kept |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
     for node in tree.body if isinstance(tree, ast.Module) else []:
         for child in ast.walk(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
