@@ -4,7 +4,11 @@ and have no formgrader of their own."""
 
 from __future__ import annotations
 
+import pytest
+
 from .hubclient import logged_in as _logged_in
+
+pytestmark = [pytest.mark.hub, pytest.mark.accounts]
 
 
 def test_only_instructors_reach_formgrader(test_class, hub):

@@ -53,6 +53,7 @@ def _record(folder, name: str, process: subprocess.Popen) -> None:
     (folder / name).write_text(str(process.pid))
 
 
+@pytest.mark.unit
 def test_what_a_killed_hub_left_running_is_stopped_and_named(state):
     folder, ports, started = state
     hub = _spawn(str(CONFIG), cwd=folder)  # an orphan: no starter recorded
@@ -80,6 +81,7 @@ def test_what_a_killed_hub_left_running_is_stopped_and_named(state):
     assert not (folder / "jupyterhub.pid").exists() and not (folder / "proxy.pid").exists()
 
 
+@pytest.mark.unit
 def test_a_pid_file_whose_number_is_now_something_else_is_only_removed(state):
     folder, _, started = state
     stranger = _spawn("a program that is not the proxy")
@@ -90,6 +92,7 @@ def test_a_pid_file_whose_number_is_now_something_else_is_only_removed(state):
     assert stranger.poll() is None and not (folder / "proxy.pid").exists()
 
 
+@pytest.mark.unit
 def test_a_hub_whose_starter_still_runs_is_not_a_leftover(state):
     folder, _, started = state
     hub = _spawn(str(CONFIG), cwd=folder, **{CONTROLLER: str(os.getpid())})
@@ -102,6 +105,8 @@ def test_a_hub_whose_starter_still_runs_is_not_a_leftover(state):
     assert stop_leftovers(folder, COURSE, timeout=10, spare_served=False)  # remove: stops it
 
 
+@pytest.mark.hub
+@pytest.mark.accounts
 def test_the_class_hub_killed_with_its_group_comes_back(test_class, hub):
     running, room = hub.hub, test_class.room
     proxy = psutil.Process(int((room.state / "proxy.pid").read_text()))
