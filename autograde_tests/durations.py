@@ -110,12 +110,14 @@ class SuiteClock:
         self.merge(getattr(node, "workeroutput", {}).get("suite_durations", {}))
 
     @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter):
-        if self.rows:
-            terminalreporter.section("how long each suite took")
+    def pytest_unconfigure(self, config):
+        """The table last, after pytest's own summary: the end of the log, where it is seen."""
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if self.rows and reporter is not None and not hasattr(config, "workerinput"):
+            reporter.write_sep("=", "how long each suite took")
             elapsed = time.monotonic() - self.began
             for line in self.table(self.workers or 1, elapsed):
-                terminalreporter.write_line(line)
+                reporter.write_line(line)
 
     def table(self, workers: int, elapsed: float) -> list[str]:
         """The rows, the costliest first, and the totals."""

@@ -58,6 +58,7 @@ def test_the_table_counts_fixtures_and_child_processes_on_the_workers(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     table = done.stdout.split("how long each suite took")[-1]
+    assert " passed in " not in table, "the table ends the log, after pytest's summary"
     rows = {
         m[0].strip(): (int(m[1]), float(m[2]), float(m[3]))
         for m in re.findall(r"^(\S.*?)\s+(\d+)\s+(-?[\d.]+)\s+(-?[\d.]+)$", table, re.M)
