@@ -128,5 +128,5 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section(title)
         for line in lines:
             terminalreporter.write_line(line)
-    if MEASURED:
+    if any(MEASURED.values()):
         terminalreporter.write_line(f"load average at the end: {os.getloadavg()}")
