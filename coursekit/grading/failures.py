@@ -123,6 +123,8 @@ def plot(cells: list[CellFailures], title: str, path: Path) -> Path:
     unanswered = [100 * c.unanswered / c.counted if c.counted else 0 for c in cells][::-1]
     axes.barh(names, wrong, color="#c0392b", label="wrong answer")
     axes.barh(names, unanswered, left=wrong, color="#bbbbbb", label="not answered")
+    for row, (w, u) in enumerate(zip(wrong, unanswered)):
+        axes.text(w + u + 1, row, f"{w + u:.0f} %", va="center", fontsize=8)
     axes.set_xlim(0, 100)
     axes.set_xlabel("% of the graded notebooks that lost the test cell's points")
     axes.set_title(title)
