@@ -22,6 +22,23 @@ from .feedforward import (
 # lesson 10 -- generating text: temperature, top-k, beam search
 from .generation import beam_search, length_penalty, next_token_distribution, sample_next
 
+# lesson 12 -- attention as today's open models run it: grouped-query attention ...
+from .gqa import (
+    grouped_query_attention,
+    kv_cache_bytes_per_token,
+    mean_pool_kv_heads,
+    repeat_kv_heads,
+)
+
+# lesson 12 -- ... multi-head latent attention ...
+from .latent import (
+    absorb_mla_params,
+    init_mla_params,
+    mla_attention,
+    mla_cache_bytes_per_token,
+    mla_decode_step,
+)
+
 # lesson 3 -- masking
 from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask
 
@@ -34,6 +51,9 @@ from .multihead import (
     parameter_count,
     split_heads,
 )
+
+# lesson 12 -- ... the paged KV cache ...
+from .paged import PagedKVCache, paged_attention
 
 # lesson 7 -- positional encoding
 from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
@@ -74,6 +94,15 @@ from .transformer import (
     init_decoder_layer_params,
     init_encoder_layer_params,
     layer_norm,
+)
+
+# lesson 12 -- ... sliding windows, the rolling KV cache and attention sinks
+from .window import (
+    empty_rolling_cache,
+    rolling_cache_attention,
+    sink_cache_attention,
+    sliding_window_mask,
+    window_reach,
 )
 
 __all__ = [
@@ -131,4 +160,20 @@ __all__ = [
     "next_token_distribution",
     "sample_next",
     "rotary_embedding",
+    "repeat_kv_heads",
+    "grouped_query_attention",
+    "kv_cache_bytes_per_token",
+    "mean_pool_kv_heads",
+    "sliding_window_mask",
+    "window_reach",
+    "empty_rolling_cache",
+    "rolling_cache_attention",
+    "sink_cache_attention",
+    "init_mla_params",
+    "mla_attention",
+    "absorb_mla_params",
+    "mla_decode_step",
+    "mla_cache_bytes_per_token",
+    "PagedKVCache",
+    "paged_attention",
 ]
