@@ -31,6 +31,7 @@ LEARNER_FACING = (
     "coursekit/publishing/*.py",  # the text it writes into the book's pages
     "solutions/attention_ref/**/*.py",
     "README.md",
+    "docs/*.md",  # the contributors' guide and the grading defences, which instructors read too
 )
 
 
