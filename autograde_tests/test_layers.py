@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent
 # coursekit's subpackages, lowest first: each may import its own and lower layers only.
 LAYERS = {

@@ -26,7 +26,7 @@ from coursekit.grading import tempcourse as grading
 from ..sandboxes import require_bubblewrap
 from .conftest import EXTRA, LESSON, VICTIM_TEXT
 
-pytestmark = pytest.mark.chain
+pytestmark = [pytest.mark.chain, pytest.mark.hostile, pytest.mark.bubblewrap]
 
 OS_KINDS = badsubmissions.OS_KINDS
 # The messages of operating-system errors (errno's words), as Python or torch report them.
