@@ -446,7 +446,14 @@ def paged_inputs(q, k_pool, v_pool, block_tables, lengths, as_array):
             f"{q.shape[0]}, "
             f"got {_fmt(block_tables.shape)} and {_fmt(lengths.shape)}"
         )
-    if lengths.shape[0] and int(lengths.max()) > block_tables.shape[1] * k_pool.shape[1]:
+    # The lengths are read only where that costs nothing: on a GPU, reading them would make the
+    # step wait for the device (and on PyTorch's meta device there is nothing to read).
+    on_host = getattr(getattr(lengths, "device", None), "type", "cpu") == "cpu"
+    if (
+        on_host
+        and lengths.shape[0]
+        and int(lengths.max()) > block_tables.shape[1] * k_pool.shape[1]
+    ):
         raise ValueError(
             f"a length of {int(lengths.max())} does not fit in {block_tables.shape[1]} blocks of "
             f"{k_pool.shape[1]} positions"
