@@ -109,7 +109,7 @@ class _Answers:
         if not self.print.token_coverage or not copied.size:
             return 0.0
         slices = get_copied_slices(copied, NOISE)
-        return float(np.sum(slices[1] - slices[0])) / self.print.token_coverage
+        return float(np.sum(slices[1] - slices[0]) / self.print.token_coverage)
 
 
 def compare(texts: dict[str, str], boilerplate: str = "") -> list[Pair]:
