@@ -100,3 +100,17 @@ def test_no_learner_facing_file_names_a_planning_note():
         " or a published source (book/references.bib; lessons link to arXiv) instead, and"
         " `make notebooks` to regenerate the student edition."
     )
+
+
+def test_the_bibliography_parses_and_holds_every_cited_key():
+    """A merge that drops a brace breaks the book two tiers later; catch it here, in a second."""
+    from pybtex.database import parse_file
+
+    entries = parse_file(str(ROOT / "book" / "references.bib")).entries
+    cited = set()
+    for path in _learner_facing_files():
+        if path.suffix == ".md":
+            for keys in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", path.read_text(encoding="utf-8")):
+                cited.update(key.strip() for key in keys.split(","))
+    missing = sorted(cited - set(entries))
+    assert not missing, f"cited but not in book/references.bib: {missing}"

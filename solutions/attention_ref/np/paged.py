@@ -41,7 +41,7 @@ class PagedKVCache:
     """
 
     def __init__(self, num_blocks: int, block_size: int, num_heads: int, d_k: int,
-                 d_v: int | None = None, dtype=np.float64):  # fmt: skip
+                 d_v: int | None = None, *, dtype=np.float64):  # fmt: skip
         self.block_size = _checks.positive_int("block_size", block_size)
         shape = (_checks.positive_int("num_blocks", num_blocks), block_size, num_heads)
         self.k_pool = np.zeros(shape + (d_k,), dtype)
