@@ -8,6 +8,7 @@ import pytest
 
 from . import conftest
 from .conftest import group_of
+from .ordering import CostliestFirst
 
 pytestmark = pytest.mark.unit
 
@@ -48,3 +49,15 @@ def test_every_test_says_what_it_needs():
         "tests without a marker saying what they need (pyproject.toml lists them): "
         + ", ".join(conftest.UNDECLARED[:10])
     )
+
+
+def test_the_workers_take_the_costliest_suites_first():
+    """Not in the order of their number of tests: the Dask cluster's 4 tests cost more than a
+    hundred tests of their own."""
+    queue = CostliestFirst()
+    queue["autograde_tests/test_layers.py::test_x"] = {"a": False}
+    for scope, tests in [("chain-lesson01", 25), ("cluster", 4), ("chain-lesson08", 40)]:
+        queue[scope] = {f"t{i}": False for i in range(tests)}
+    order = [queue.popitem(last=False)[0] for _ in range(len(queue))]
+    assert order == ["chain-lesson08", "chain-lesson01", "cluster", order[-1]], order
+    assert order[-1].endswith("test_x")
