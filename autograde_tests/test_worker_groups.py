@@ -4,9 +4,11 @@ markers that let `make test-fast` and `-m` pick suites by what they need."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from . import conftest
+from . import conftest, cores
 from .conftest import group_of
 from .ordering import CostliestFirst
 
@@ -61,3 +63,32 @@ def test_the_workers_take_the_costliest_suites_first():
     order = [queue.popitem(last=False)[0] for _ in range(len(queue))]
     assert order == ["chain-lesson08", "chain-lesson01", "cluster", order[-1]], order
     assert order[-1].endswith("test_x")
+
+
+@pytest.mark.parametrize(
+    ("environ", "threads"),
+    [
+        ({}, None),  # one pytest process: the libraries' own defaults
+        ({"PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_WORKER_COUNT": "2"}, 2),
+        ({"PYTEST_XDIST_WORKER": "gw1", "PYTEST_XDIST_WORKER_COUNT": "3"}, 1),
+        ({"PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_WORKER_COUNT": "64"}, 1),
+    ],
+)
+def test_a_worker_takes_its_share_of_the_cores_for_its_threads(monkeypatch, environ, threads):
+    monkeypatch.setattr(cores.os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)
+    assert cores.threads_per_worker(environ) == threads
+    environ = dict(environ, MKL_NUM_THREADS="3")  # set by hand: kept
+    cores.share_the_cores(environ)
+    shared = {name: environ.get(name) for name in cores.VARIABLES}
+    expect = None if threads is None else str(threads)
+    assert shared == {"OMP_NUM_THREADS": expect, "OPENBLAS_NUM_THREADS": expect,
+                      "MKL_NUM_THREADS": "3"}  # fmt: skip
+
+
+def test_this_worker_runs_torch_with_its_share():
+    """Set before torch was imported (autograde_tests/__init__.py): torch took it."""
+    import torch
+
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if cores.threads_per_worker() is not None and threads is not None:
+        assert torch.get_num_threads() == int(threads)
