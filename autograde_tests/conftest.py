@@ -34,6 +34,7 @@ GROUPS = {
     "test_book_browser.py": "book",
     "test_learner_tools.py": "book",
     "test_skipped_cells.py": "skipped-cells",  # one small course, graded once for its tests
+    "test_grading_fails_closed.py": "fails-closed",  # one course, for both tests
 }
 CHAIN_LESSON = re.compile(r"\[(?:mistake-|alternative-)?(lesson\d+)")
 

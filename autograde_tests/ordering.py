@@ -15,8 +15,9 @@ from collections import OrderedDict
 
 # CPU-seconds of the suites that share one set-up, each measured alone on 2 cores (2026-11-24:
 # the hub 334, the hostile class 368, the Dask cluster 142, the book's browser checks 217 and its
-# build about 180).
-SUITES = {"book": 400.0, "classroom": 340.0, "hostile": 370.0, "cluster": 145.0}
+# build about 180; 2026-11-25: the cells skipped when grading 49, grading failing closed 22).
+SUITES = {"book": 400.0, "classroom": 340.0, "hostile": 370.0, "cluster": 145.0,
+          "skipped-cells": 50.0, "fails-closed": 22.0}  # fmt: skip
 # The chain: CPU-seconds per test of a lesson's group, each test about one graded notebook
 # (lessons 2 and 8 with every mistake, 2026-11-25: see docs/contributing.md).
 PER_CHAIN_TEST = 12.0

@@ -36,6 +36,7 @@ pytestmark = pytest.mark.unit
         ("autograde_tests/cluster/test_dask_grading.py::test_x", "cluster"),
         ("autograde_tests/test_book_browser.py::test_x", "book"),
         ("autograde_tests/test_learner_tools.py::test_x", "book"),
+        ("autograde_tests/test_grading_fails_closed.py::test_x", "fails-closed"),
         ("autograde_tests/reference/test_sdpa_reference.py::test_x[cpu-lesson01]", None),
         ("autograde_tests/test_layers.py::test_x", None),
     ],
