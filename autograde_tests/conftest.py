@@ -14,6 +14,7 @@ import torch
 from attention_ref.pt import available_devices
 
 from .durations import SuiteClock
+from .ordering import CostliestFirst
 from .shared import CHROMIUM, CHROMIUM_ARGS, MEASURED
 
 DEVICES = available_devices()
@@ -35,6 +36,7 @@ GROUPS = {
     "test_skipped_cells.py": "skipped-cells",  # one small course, graded once for its tests
     "test_after_deadline.py": "after-deadline",  # one class graded once: late work, feedback, LMS
     "test_class_report.py": "class-report",  # one synthetic class: failures, similarity
+    "test_grading_fails_closed.py": "fails-closed",  # one course, for both tests
 }
 CHAIN_LESSON = re.compile(r"\[(?:mistake-|alternative-)?(lesson\d+)")
 
@@ -98,13 +100,18 @@ def browser():
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadgroup with the groups above, read from the tests' ids. (pytest-xdist's own
-    xdist_group marks are silently ignored with pytest 9.2: pytest-xdist issue 1386.)"""
+    """--dist loadgroup with the groups above, read from the tests' ids, the costliest first.
+    (pytest-xdist's own xdist_group marks are silently ignored with pytest 9.2: pytest-xdist
+    issue 1386.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SuiteScheduling(LoadScopeScheduling):
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            self.workqueue = CostliestFirst()  # ordering.py: the costliest suites first
+
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid) or nodeid
 

@@ -223,6 +223,7 @@ def demo_course(tmp_path_factory):
 
 
 @pytest.mark.chain
+@pytest.mark.cluster  # demo_course grades on a Dask cluster on 127.0.0.1
 def test_grading_skips_the_demonstration_and_scores_the_solved_lesson(demo_course):
     _, lesson, _ = demo_course
     result = read_results(lesson.root, lesson)["solved"]
@@ -233,6 +234,7 @@ def test_grading_skips_the_demonstration_and_scores_the_solved_lesson(demo_cours
 
 
 @pytest.mark.chain
+@pytest.mark.cluster  # demo_course grades on a Dask cluster on 127.0.0.1
 @pytest.mark.parametrize(
     "student", ["tags_its_tests", "renames_a_test_demo", "takes_the_demos_name", "edits_the_demo"]
 )
@@ -253,6 +255,7 @@ def test_a_submission_that_tags_renames_or_edits_cells_gains_nothing(demo_course
 
 
 @pytest.mark.chain
+@pytest.mark.cluster  # demo_course grades on a Dask cluster on 127.0.0.1
 def test_the_feedback_shows_the_skipped_cell_with_its_note(demo_course):
     _, lesson, _ = demo_course
     grading.run_nbgrader("generate_feedback", lesson.assignment, "--force", course=lesson.root)
@@ -262,6 +265,7 @@ def test_the_feedback_shows_the_skipped_cell_with_its_note(demo_course):
 
 
 @pytest.mark.chain
+@pytest.mark.cluster  # demo_course grades on a Dask cluster on 127.0.0.1
 def test_make_check_skips_it_as_class_grading_does(demo_course):
     root, lesson, submissions = demo_course
     mine = root / "work" / lesson.assignment / f"{lesson.name}.ipynb"

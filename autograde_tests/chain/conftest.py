@@ -25,7 +25,7 @@ from coursekit.grading import tempcourse as grading
 from coursekit.grading.results import read_results
 
 from ..sandboxes import nbgrader_flags
-from .selection import selected_mistakes
+from .selection import handed_in_together, selected_mistakes
 
 CORES = max(1, min(len(os.sched_getaffinity(0)), 4))
 # Under pytest-xdist the other workers grade other lessons at the same time: one course per lesson.
@@ -36,10 +36,16 @@ KERNEL_OPTIONS = ("--SandboxKernelManager.threads=1",) if CORES > 1 else ()
 
 
 def _learners(lesson: Lesson, student_nb, solved_nb) -> dict:
-    """{student: notebook}: the solved lesson, the student edition, one per planted mistake."""
+    """{student: notebook}: the solved lesson, the student edition, one per planted mistake, and
+    the alternative answers, several to a notebook (selection.handed_in_together)."""
     handed_in = {"solved": fill_solutions(student_nb, solved_nb), "blank": student_nb}
-    for mistake in (m for m in selected_mistakes() if m.lesson == lesson.assignment):
+    mine = [m for m in selected_mistakes() if m.lesson == lesson.assignment]
+    for mistake in (m for m in mine if m.kind != "alternative"):
         handed_in[mistake.student] = plant(student_nb, solved_nb, mistake)
+    alternatives = [m for m in mine if m.kind == "alternative"]
+    for student, answers in handed_in_together(alternatives).items():
+        edits = {answer.cell: (answer.old, answer.new) for answer in answers}
+        handed_in[student] = fill_solutions(student_nb, solved_nb, edits)
     return handed_in
 
 

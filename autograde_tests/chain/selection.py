@@ -4,7 +4,8 @@
 
 and which planted mistakes: each lesson's EVERYDAY ones, or all with COURSE_MISTAKES=all
 (`make test-mistakes`), which also grades every lesson's alternative correct answers
-(alternatives.yml: each must get full marks), or none with COURSE_MISTAKES=none.
+(alternatives.yml: each must get full marks, several to a notebook), or none with
+COURSE_MISTAKES=none, or the alternative answers only with COURSE_MISTAKES=alternatives.
 """
 
 from __future__ import annotations
@@ -42,11 +43,39 @@ def mistakes_wanted() -> str:
 
 def selected_mistakes():
     """COURSE_MISTAKES=all: every one and every alternative answer; =none: none (the fastest loop
-    while writing a lesson: the solved lesson and the student edition only); else the everyday."""
+    while writing a lesson: the solved lesson and the student edition only); =alternatives: the
+    alternative answers only; else the everyday."""
     names = {item.assignment for item in selected_lessons()}
-    if mistakes_wanted() == "none":
-        return []
-    pool = (
-        all_mistakes() + all_alternatives() if mistakes_wanted() == "all" else everyday_mistakes()
-    )
+    pools = {
+        "none": list,
+        "all": lambda: all_mistakes() + all_alternatives(),
+        "alternatives": all_alternatives,
+    }
+    pool = pools.get(mistakes_wanted(), everyday_mistakes)()
     return [m for m in pool if m.lesson in names]
+
+
+def handed_in_together(alternatives) -> dict[str, list]:
+    """{student: alternatives}: a lesson's alternative answers put into as few notebooks as can
+    hold them, never two answers to the same exercise in one, so that each notebook is graded
+    once. Each must get full marks: every test of every exercise then passed with the answers
+    written another way, each one checked by its own exercise's tests beside the others (a test
+    that failed a correct answer because another exercise was answered differently would be a
+    wrong test, and shows here too)."""
+    notebooks: list[list] = []
+    for answer in alternatives:
+        free = next((n for n in notebooks if answer.cell not in {a.cell for a in n}), None)
+        if free is None:
+            notebooks.append(free := [])
+        free.append(answer)
+    return {f"alternatives-{n[0].lesson}-{i + 1}": n for i, n in enumerate(notebooks)}
+
+
+def student_of(mistake) -> str:
+    """Who hands ``mistake`` in: its own student, or the notebook of answers it shares."""
+    if mistake.kind != "alternative":
+        return mistake.student
+    same_lesson = [
+        m for m in selected_mistakes() if m.kind == "alternative" and m.lesson == mistake.lesson
+    ]
+    return next(s for s, answers in handed_in_together(same_lesson).items() if mistake in answers)
