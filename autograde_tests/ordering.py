@@ -4,7 +4,7 @@ pytest-xdist deals the groups of conftest.py to the workers in the order of thei
 tests, which says little about their cost: the Dask cluster's 4 tests came last and the hub's 27
 late, so on 2 cores a long suite could start near the end and leave a core idle while it ran
 alone. Taking the costliest first (longest processing time first) keeps both cores busy to the
-end. The costs are estimates in CPU-seconds, read from the duration table a full run ends with
+end. The costs are estimates in seconds, read from the duration table a full run ends with
 (durations.py): update them when that table shows a suite has grown. An estimate that is off
 only costs some idle time at the end, never a test.
 """
@@ -13,19 +13,26 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-# CPU-seconds of the suites that share one set-up, each measured alone on 2 cores (2026-11-24:
-# the hub 334, the hostile class 368, the Dask cluster 142, the book's browser checks 217 and its
-# build about 180; 2026-11-25: the cells skipped when grading 49, grading failing closed 22).
-SUITES = {"book": 400.0, "classroom": 340.0, "hostile": 370.0, "cluster": 145.0,
-          "skipped-cells": 50.0, "fails-closed": 22.0}  # fmt: skip
-# The chain: CPU-seconds per test of a lesson's group, each test about one graded notebook
+# Seconds of the suites that share one set-up, from CI's duration table on a fresh 2-core clone
+# (2026-11-25, wall seconds: what keeps a worker busy, waiting on a hub or a browser included).
+SUITES = {
+    "hostile": 510.0,
+    "classroom": 340.0,
+    "book": 180.0,
+    "cluster": 165.0,
+    "after-deadline": 130.0,
+    "skipped-cells": 105.0,
+    "class-report": 85.0,
+    "fails-closed": 30.0,
+}
+# The chain: seconds per test of a lesson's group, each test about one graded notebook
 # (lessons 2 and 8 with every mistake, 2026-11-25: see docs/contributing.md).
-PER_CHAIN_TEST = 12.0
+PER_CHAIN_TEST = 13.0  # CI 2026-11-25: 5421 s over 420 chain tests
 ONE_TEST = 0.5  # a test of its own
 
 
 def cost(scope: str, tests: int) -> float:
-    """Estimated CPU-seconds of a group of ``tests`` tests, or of a test of its own."""
+    """Estimated seconds of a group of ``tests`` tests, or of a test of its own."""
     if scope.startswith("chain-"):
         return PER_CHAIN_TEST * tests
     return SUITES.get(scope, ONE_TEST * tests)
