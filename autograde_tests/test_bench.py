@@ -3,10 +3,13 @@ not timed tests), the GPU section's code on the CPU, and the parsing of the clas
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from coursekit import bench
 from coursekit.bench.cli import main as bench_main
+
+pytestmark = pytest.mark.bench
 
 
 def test_every_section_runs_on_toy_sizes(capsys):
