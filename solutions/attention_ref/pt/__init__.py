@@ -29,6 +29,19 @@ from .generation import (  # lesson 10
     next_token_distribution,
     sample_next,
 )
+from .gqa import (  # lesson 12
+    grouped_query_attention,
+    kv_cache_bytes_per_token,
+    mean_pool_kv_heads,
+    repeat_kv_heads,
+)
+from .latent import (  # lesson 12
+    absorb_mla_params,
+    init_mla_params,
+    mla_attention,
+    mla_cache_bytes_per_token,
+    mla_decode_step,
+)
 from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask  # lesson 3
 from .multihead import (  # lesson 4
     init_params,
@@ -39,6 +52,7 @@ from .multihead import (  # lesson 4
     params_from_torch,
     split_heads,
 )
+from .paged import PagedKVCache, paged_attention  # lesson 12
 from .positional import (  # lesson 7
     add_positional_encoding,
     frequencies,
@@ -83,6 +97,13 @@ from .transformer import (  # lesson 8
     init_decoder_layer_params,
     init_encoder_layer_params,
     layer_norm,
+)
+from .window import (  # lesson 12
+    empty_rolling_cache,
+    rolling_cache_attention,
+    sink_cache_attention,
+    sliding_window_mask,
+    window_reach,
 )
 
 __all__ = [
@@ -150,4 +171,20 @@ __all__ = [
     "next_token_distribution",
     "sample_next",
     "rotary_embedding",
+    "repeat_kv_heads",
+    "grouped_query_attention",
+    "kv_cache_bytes_per_token",
+    "mean_pool_kv_heads",
+    "sliding_window_mask",
+    "window_reach",
+    "empty_rolling_cache",
+    "rolling_cache_attention",
+    "sink_cache_attention",
+    "init_mla_params",
+    "mla_attention",
+    "absorb_mla_params",
+    "mla_decode_step",
+    "mla_cache_bytes_per_token",
+    "PagedKVCache",
+    "paged_attention",
 ]
