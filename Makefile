@@ -55,7 +55,7 @@ help:
 	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader on Dask: all cores or a cluster, report)"
 	@echo "make sandbox     instructors: install bubblewrap, the OS sandbox every grading kernel runs in"
 	@echo "make accept LESSON=lesson01 STUDENT=s  instructors: count a held submission's points after review"
-	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON"
+	@echo "make feedback  LESSON=lesson01   instructors: write feedback/*/LESSON (after the due date)"
 	@echo "make grade-class                 instructors: grade a synthetic class of 100 (CLASS=, LESSON=)"
 	@echo "make hub         instructors, as root: JupyterHub for the class in classroom/ (HUB_PORT=8000)"
 
@@ -199,8 +199,13 @@ CLASS_FLAGS ?=
 grade-class: $(STAMP) sandbox
 	$(PY) -m coursekit.democlass $(or $(LESSON),lesson01) --students $(CLASS) $(CLASS_FLAGS)
 
+# nbgrader generate_feedback, refused before the lesson's due date (and every extension) unless
+# FEEDBACK_FLAGS=--before-due-date: feedback then shows the visible tests only
+# (coursekit/grading/feedback.py). More flags go to nbgrader, e.g. FEEDBACK_FLAGS=--force.
+FEEDBACK_FLAGS ?=
 feedback: $(STAMP)
-	$(VENV)/bin/nbgrader generate_feedback $(or $(LESSON),$(error give LESSON=lessonNN))
+	$(PY) -m coursekit.grading.feedback $(or $(LESSON),$(error give LESSON=lessonNN)) \
+	    --course $(CURDIR) $(FEEDBACK_FLAGS)
 
 # A class on this server (as root): accounts from classroom/roster.csv, the grader's course
 # folder, nbgrader's exchange, and JupyterHub on 127.0.0.1:$(HUB_PORT) until Ctrl+C

@@ -98,7 +98,7 @@ def refuse_to_grade(config, reason: str) -> None:
 
 try:  # the defences themselves, not only the package's name: a broken import fails here
     from coursekit.course.sources import sync_sources
-    from coursekit.grading import autograder, feedback  # noqa: F401
+    from coursekit.grading import autograder, deadlines, feedback  # noqa: F401
 except Exception as error:  # noqa: BLE001 -- an error here must not make nbgrader drop this file
     # (traitlets ignores a config file that raises, and nbgrader would grade as stock nbgrader)
     reason = (
@@ -128,10 +128,13 @@ else:
             f"{type(error).__name__}: {error}"
         )
 
-    # Feedback shows no hidden tests: neither their code nor tracebacks that quote it.
+    # Feedback shows no hidden tests: neither their code nor tracebacks that quote it; their
+    # results only after the due date (course.toml), as the policy in feedback.py says.
     c.GenerateFeedback.preprocessors = [
+        "coursekit.grading.feedback.ReleaseByPolicy",
         "coursekit.grading.feedback.HideHiddenTests",
         "nbgrader.preprocessors.GetGrades",
+        "coursekit.grading.feedback.WithholdScores",
         "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     ]
 
@@ -154,10 +157,14 @@ else:
         "nbconvert.preprocessors.ClearMetadataPreprocessor",
         "nbgrader.preprocessors.LimitOutput",
         "nbgrader.preprocessors.SaveAutoGrades",
+        "coursekit.grading.deadlines.ApplyDeadlines",
         "nbgrader.preprocessors.AssignLatePenalties",
         "nbgrader.preprocessors.CheckCellMetadata",
         "coursekit.grading.autograder.HoldForReview",
     ]
+    # Late work: classroom/course.toml's due dates, extensions and late policy, written into the
+    # gradebook and applied by nbgrader's own AssignLatePenalties (coursekit/grading/deadlines.py).
+    c.AssignLatePenalties.plugin_class = "coursekit.grading.deadlines.CoursePenalty"
     c.SandboxKernelManager.memory_limit_mb = 4096  # RLIMIT_DATA of a grading kernel
     c.SandboxKernelManager.cpu_limit_s = 900
     # Figures are made but not drawn while grading (matplotlib's Agg backend): no test reads a

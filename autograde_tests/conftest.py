@@ -33,6 +33,8 @@ GROUPS = {
     "test_book_browser.py": "book",
     "test_learner_tools.py": "book",
     "test_skipped_cells.py": "skipped-cells",  # one small course, graded once for its tests
+    "test_after_deadline.py": "after-deadline",  # one class graded once: late work, feedback, LMS
+    "test_class_report.py": "class-report",  # one synthetic class: failures, similarity
 }
 CHAIN_LESSON = re.compile(r"\[(?:mistake-|alternative-)?(lesson\d+)")
 

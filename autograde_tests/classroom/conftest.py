@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,9 @@ from ..shared import MEASURED
 from .hubclient import HubClient
 
 LOAD_STUDENTS = 30
+# lesson 1 was due yesterday: everything is handed in late, and the late policy forgives it (the
+# scores stay those of make check's grading); formgrader shows the due date, feedback is released
+DUE = (datetime.now(UTC) - timedelta(days=1)).replace(microsecond=0)
 SHOTS = ROOT / "build" / "classroom-screenshots"  # every step of the browser walk
 NUMBERS = MEASURED.setdefault("the class on JupyterHub: measured", [])  # printed at the end
 # as the grader, in its own terminal
@@ -95,6 +99,12 @@ ip = "127.0.0.1"
 port = {port}
 state = "{base}/state"
 home_base = "{base}/home"
+[deadlines]
+lesson01 = {DUE.isoformat()}
+[late]
+policy = "none"
+[lms]
+moodle_identifier = "username"
 """
         )
     return base / "course.toml"

@@ -5,8 +5,10 @@
    exercise in the editor, saves, validates and submits;
 3. student B submits it untouched; student C submits a notebook that tries to read A's work,
    the grader's course folder and the gradebook;
-4. the instructor collects (formgrader), grades (make autograde in the grader's course folder),
-   sees the scores in formgrader, generates and releases feedback;
+4. the instructor collects (formgrader), grades (make autograde in the grader's course folder,
+   which also says what the class got wrong and how alike the answers are), sees the scores and
+   the due date in formgrader, generates and releases feedback (the due date has passed), and
+   exports the grades for the LMS (nbgrader export --exporter=...MoodleExport);
 5. student A fetches the feedback and reads the score.
 
 Every step is a screenshot in build/classroom-screenshots/. Then: each score is what `make
@@ -36,7 +38,7 @@ from coursekit.grading import tempcourse
 from coursekit.grading.results import read_results
 
 from . import pages
-from .conftest import SHOTS, as_grader
+from .conftest import DUE, SHOTS, as_grader
 
 pytestmark = [pytest.mark.hub, pytest.mark.accounts, pytest.mark.browser, pytest.mark.chain]
 
@@ -185,10 +187,13 @@ def _grade(page, test_class, hub, steps) -> dict[str, dict]:
     pages.close_dialog(page)
     graded = as_grader(room, "make", "autograde", f"LESSON={LESSON.assignment}")
     print(graded.stdout)
+    assert "what the class got wrong" in graded.stdout
+    assert "similarity of the answers" in graded.stdout
     pages.formgrader(page, hub.url, room.course_id, "manage_students")
     steps.shot(page, "instructor-scores")
     shown = [row.inner_text() for row in page.locator("table tbody tr").all()]
     pages.formgrader(page, hub.url, room.course_id)
+    assert DUE.strftime("%Y-%m-%d") in page.inner_text("body"), "formgrader shows the due date"
     pages.formgrader_action(page, LESSON.assignment, "generate-feedback")
     pages.close_dialog(page)
     pages.formgrader_action(page, LESSON.assignment, "release-feedback")
@@ -202,7 +207,24 @@ def _grade(page, test_class, hub, steps) -> dict[str, dict]:
             row,
             shown,
         )
+    _assert_lms_export(room, report)
     return report
+
+
+def _assert_lms_export(room, report: dict[str, dict]) -> None:
+    """In the grader's terminal: the grades for Moodle, one row per rostered student (held ones
+    blank), the same scores as the course's table."""
+    out = room.folder / "moodle_grades.csv"
+    as_grader(room, "nbgrader", "export", "--exporter=coursekit.grading.lms.MoodleExport",
+              f"--to={out}")  # fmt: skip
+    with out.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["Username", LESSON.assignment], rows[0]
+    exported = dict(rows[1:])
+    assert set(exported) == set(room.students)
+    for student, row in report.items():
+        expected = "" if row["status"] == "held" else f"{round(float(row['score']), 2):g}"
+        assert exported[student] == expected, (student, exported[student], row)
 
 
 def _student_reads_feedback(page, test_class, hub, steps) -> str:

@@ -8,30 +8,21 @@ address. Bad input stops with a message that says which file and line is wrong.
 
 from __future__ import annotations
 
-import csv
 import ipaddress
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coursekit.course import coursefile
+from coursekit.course.coursefile import Member, read_roster
 from coursekit.course.lessons import ROOT
 
-DEFAULT_COURSE = ROOT / "classroom" / "course.toml"
-ROLES = ("student", "instructor")
-# What useradd accepts on every distribution (Debian's default NAME_REGEX, without capitals).
-USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-
-
-class ClassroomError(ValueError):
-    """The class's configuration is wrong; the message says where."""
-
-
-@dataclass(frozen=True)
-class Member:
-    username: str
-    role: str  # "student" or "instructor"
+DEFAULT_COURSE = ROOT / coursefile.RELATIVE
+# The class's configuration is wrong; the message says where. (coursekit.course.coursefile reads
+# course.toml and the roster for the classroom and for grading alike.)
+ClassroomError = coursefile.CourseFileError
+__all__ = ["Classroom", "ClassroomError", "Member", "is_loopback", "load", "read_roster"]
 
 
 @dataclass(frozen=True)
@@ -81,15 +72,12 @@ def is_loopback(ip: str) -> bool:
 
 def load(path: str | os.PathLike | None = None) -> Classroom:
     """The class described by ``path`` (default: $CLASSROOM_COURSE, else classroom/course.toml)."""
-    path = Path(path or os.environ.get("CLASSROOM_COURSE") or DEFAULT_COURSE).resolve()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ClassroomError(f"{path}: no such course file") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ClassroomError(f"{path}: not valid TOML: {error}") from None
-    course, exchange, hub = (_table(data, name, path) for name in ("course", "exchange", "hub"))
-    grader = _username(_get(course, "grader", str, path), f"{path}: [course] grader")
+    path = Path(path).resolve() if path else coursefile.course_file()
+    data = coursefile.read(path)
+    course, exchange, hub = (
+        coursefile.table(data, name, path) for name in ("course", "exchange", "hub")
+    )
+    grader = coursefile.username(_get(course, "grader", str, path), f"{path}: [course] grader")
     roster = read_roster(path.parent / _get(course, "roster", str, path))
     if grader in {m.username for m in roster}:
         raise ClassroomError(f"{path}: the grader account {grader!r} must not be in the roster")
@@ -112,41 +100,6 @@ def load(path: str | os.PathLike | None = None) -> Classroom:
     )
 
 
-def read_roster(path: Path) -> list[Member]:
-    """``username,role`` rows (a header line first); every username once, every role known."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ClassroomError(f"{path}: no such roster") from None
-    rows = list(csv.reader(text.splitlines()))
-    if not rows or [c.strip().lower() for c in rows[0]] != ["username", "role"]:
-        raise ClassroomError(f"{path}: the first line must be the header 'username,role'")
-    members, seen = [], set()
-    for number, row in enumerate(rows[1:], start=2):
-        if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
-            continue
-        where = f"{path}, line {number}"
-        if len(row) != 2:
-            raise ClassroomError(f"{where}: expected 'username,role', got {','.join(row)!r}")
-        name, role = _username(row[0].strip(), where), row[1].strip().lower()
-        if role not in ROLES:
-            raise ClassroomError(f"{where}: role {role!r} is not one of {', '.join(ROLES)}")
-        if name in seen:
-            raise ClassroomError(f"{where}: {name!r} is listed twice")
-        seen.add(name)
-        members.append(Member(name, role))
-    return members
-
-
-def _username(name: str, where: str) -> str:
-    if not USERNAME.match(name):
-        raise ClassroomError(
-            f"{where}: {name!r} is not a valid account name (lower-case letters, digits, '_' "
-            "and '-', starting with a letter or '_', at most 32 characters)"
-        )
-    return name
-
-
 def _course_id(course_id: str, path: Path) -> str:
     # nbgrader puts it in exchange paths and JupyterHub in the service's URL.
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", course_id):
@@ -154,15 +107,4 @@ def _course_id(course_id: str, path: Path) -> str:
     return course_id
 
 
-def _table(data: dict, name: str, path: Path) -> dict:
-    table = data.get(name)
-    if not isinstance(table, dict):
-        raise ClassroomError(f"{path}: missing the [{name}] table")
-    return table
-
-
-def _get(table: dict, key: str, kind: type, path: Path):
-    value = table.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise ClassroomError(f"{path}: {key!r} must be a {kind.__name__}, got {value!r}")
-    return value
+_get = coursefile.get

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from coursekit.course.lessons import lesson as find_lesson
+from coursekit.democlass import copies
 from coursekit.democlass.synthetic import build_synthetic
 from coursekit.grading.classgrade import REPORTS, grade_class
 from coursekit.grading.cluster import add_cluster_arguments
@@ -88,6 +89,29 @@ def _compare(course: Path, item, args) -> int:
     return 0
 
 
+def _similarity_measured(report) -> list[str]:
+    """How the similarity report did: the planted copies it found, and how many pairs of the
+    course's independently written correct answers (alternatives.yml) it would flag."""
+    found, planted = copies.planted_found(report.similarity)
+    honest = copies.independent_answers()
+    flagged = [p for p in honest if p.score >= report.similarity.threshold]
+    worst = max(honest, key=lambda p: p.score, default=None)
+    lines = [
+        "(every answer of this synthetic class is the course's solution, or a small edit of it: "
+        "most pairs are alike by construction; what counts here is the planted copies)",
+        f"planted copies found: {found} of {planted} (renamed variables, reordered functions, "
+        "changed comments: the pair of copy and original at or above the threshold)",
+        f"independent correct answers flagged: {len(flagged)} of {len(honest)} pairs (each "
+        "lesson's solution and alternatives.yml, exercise by exercise)",
+    ]
+    if worst:
+        lines.append(
+            f"  the most similar of them: {worst.score:.0%}, {worst.lesson} {worst.cell} "
+            f"({worst.first} and {worst.second})"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     item = find_lesson(args.lesson)
@@ -102,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         report = _grade(course, item, args, args.python_only_sandbox)
         print(report.table())
+        print("\n".join(report.after_deadline()))
+        print("\n".join(_similarity_measured(report)))
         code = 1 if report.problems else 0
-    mix = {w: sum(v == w for v in plan.values()) for w in ("solved", "blank", "mistake", "bad")}
+    kinds = ("solved", "blank", "mistake", "copy", "bad")
+    mix = {w: sum(v == w for v in plan.values()) for w in kinds}
     mixed = ", ".join(f"{n} {w}" for w, n in mix.items())
     print(f"class: {mixed}; reports in {course / REPORTS}")
     if not args.keep:

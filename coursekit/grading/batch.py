@@ -30,7 +30,7 @@ from pathlib import Path
 
 from coursekit.course.lessons import Lesson
 from coursekit.course.nbgrader_cli import BINDIR, nbgrader_command, nbgrader_env
-from coursekit.grading import bwrap, gradebook
+from coursekit.grading import bwrap, deadlines, gradebook
 
 CONFIG = "nbgrader_config.py"  # its digest says "the same course" on every machine
 
@@ -84,6 +84,7 @@ class BatchSpec:
     digest: str  # the course's config_digest, as the client sees it
     extra: tuple[str, ...] = ()  # more nbgrader flags
     threads: int = 0  # torch/BLAS threads per grading kernel (0: their default)
+    deadlines: str = ""  # what the client read of the class's deadlines (deadlines.hand_over)
 
 
 @dataclass
@@ -141,7 +142,8 @@ def grade_batch(spec: BatchSpec) -> BatchResult:
             *spec.extra,
         )
         env = nbgrader_env(
-            **({"COURSE_SANDBOX_THREADS": str(spec.threads)} if spec.threads else {})
+            **({"COURSE_SANDBOX_THREADS": str(spec.threads)} if spec.threads else {}),
+            **({deadlines.HANDED: spec.deadlines} if spec.deadlines else {}),
         )
         log = attempt / "nbgrader.log"
         with log.open("w") as handle:

@@ -27,6 +27,14 @@ nbgrader_config.py installs: screening, the sandbox kernel, the guard, holds for
   again grades only what is missing or was handed in again (``--force``: everything), so a
   second run is a no-op and an interrupted one resumes. Submissions and the course's own files
   are hashed before and after: grading must change neither.
+* **Due dates and late work.** The class's course.toml (coursekit.grading.deadlines) is read
+  once, before anything is graded (a bad date, policy or extension stops the run with a
+  message); the due date goes into the gradebook, and every batch gets what was read, so that
+  nbgrader's own AssignLatePenalties takes each penalty. A student whose due date, extension or
+  the policy changed since they were graded is graded again.
+* **What the class got wrong, and how alike its answers are** (coursekit.grading.failures and
+  .similarity): per test cell the share that lost its points and the commonest messages (a
+  table and a plot), and the most similar pairs of answers side by side; printed in short.
 * **A report.** A per-student table (score, the autograder's score, status, notes), written to
   reports/<lesson>/grades.csv, and reports/<lesson>/review.md listing every submission whose
   points are held or that could not be graded, with the reasons (coursekit.grading.report).
@@ -49,10 +57,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coursekit.course.coursefile import CourseFileError
 from coursekit.course.lessons import ROOT, Lesson
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.sources import sync_sources
-from coursekit.grading import bwrap, gradebook, integrity
+from coursekit.grading import bwrap, deadlines, failures, gradebook, integrity, similarity
 from coursekit.grading.batch import BatchResult, BatchSpec, config_digest
 from coursekit.grading.cluster import (
     Dispatch,
@@ -61,6 +70,7 @@ from coursekit.grading.cluster import (
     probe,
     scheduler_address,
 )
+from coursekit.grading.deadlines import Deadlines
 from coursekit.grading.holds import accepted_path, load_accepted, release, submission_digest
 from coursekit.grading.integrity import Finding
 from coursekit.grading.ledger import changed as changed_paths
@@ -85,6 +95,8 @@ class _Run:
     digests: dict[str, str] = field(default_factory=dict)  # their submissions' digests
     ledger: dict = field(default_factory=dict)  # what is in the gradebook, with status
     graded: int = 0  # notebooks executed by this run
+    deadlines: Deadlines | None = None  # course.toml's due dates, extensions and late policy
+    threshold: float = similarity.THRESHOLD  # course.toml's similarity threshold
 
     @property
     def course(self) -> Path:
@@ -98,8 +110,14 @@ class _Run:
     def folder(self) -> Path:
         return self.course / REPORTS / self.lesson.assignment
 
+    def deadline(self, student: str) -> str:
+        """What the student's late penalty depends on, besides the submission."""
+        return self.deadlines.key(student, self.lesson.assignment) if self.deadlines else ""
+
     def record(self, student: str, status: str, findings=()) -> None:
         entry = {"sha256": self.digests[student], "status": status}
+        if self.deadline(student):
+            entry["deadline"] = self.deadline(student)
         if findings:
             entry["findings"] = [f.to_dict() for f in findings]
         self.ledger[student] = entry
@@ -115,8 +133,14 @@ def _open_run(course: Path, lesson: Lesson, extra) -> _Run:
     run = _Run(lesson.in_course(course), list(extra or []))
     try:
         gradebook.require_assignment(run.gradebook, lesson.assignment)
-    except (FileNotFoundError, LookupError) as problem:
+        run.deadlines = deadlines.load(course)  # a bad course.toml stops here, not per student
+        run.threshold = similarity.threshold(course)
+    except (FileNotFoundError, LookupError, CourseFileError) as problem:
         raise GradingError(str(problem)) from None
+    if run.deadlines:  # the due date formgrader and nbgrader export show, before any grading
+        gradebook.replace_gradebook(
+            run.gradebook, lambda gb: deadlines.write(gb, run.deadlines, lesson.assignment)
+        )
     run.everyone = run.lesson.students()
     commas = [s for s in run.everyone if "," in s]
     if commas:
@@ -128,13 +152,18 @@ def _open_run(course: Path, lesson: Lesson, extra) -> _Run:
 
 
 def _to_grade(run: _Run, force: bool, only: list[str] | None) -> list[str]:
-    """Who needs grading: new or handed in again (``force``: everyone; ``only``: just these)."""
+    """Who needs grading: new, handed in again, or whose due date, extension or late policy
+    changed (``force``: everyone; ``only``: just these)."""
     known = gradebook.known_students(run.gradebook, run.lesson.assignment)
+
+    def changed(s: str) -> bool:
+        entry = run.ledger.get(s, {})
+        return entry.get("sha256") != run.digests[s] or entry.get("deadline", "") != run.deadline(s)
+
     return [
         s
         for s in run.everyone
-        if (only is None or s in only)
-        and (force or s not in known or run.ledger.get(s, {}).get("sha256") != run.digests[s])
+        if (only is None or s in only) and (force or s not in known or changed(s))
     ]
 
 
@@ -252,13 +281,16 @@ def _grade_batches(run: _Run, students: list[str], size: int | None, show: bool,
     work = Path(tempfile.mkdtemp(prefix="work-", dir=run.folder))
     threads = 1 if cluster.workers > 1 else 0  # parallel kernels: one thread each
     digest, numbers = config_digest(run.course), itertools.count()
+    handed = str(deadlines.hand_over(run.deadlines, work))  # one reading for every batch
     progress = _Progress(run, work, students, show)
     dispatch = Dispatch(cluster, tick=progress.update)
 
     def submit(group: list[str]) -> None:
         number = next(numbers)
         dispatch.submit(
-            BatchSpec(run.lesson, number, tuple(group), work, digest, tuple(run.extra), threads)
+            BatchSpec(
+                run.lesson, number, tuple(group), work, digest, tuple(run.extra), threads, handed
+            )
         )
 
     finished: dict[int, BatchResult] = {}
@@ -336,8 +368,16 @@ def grade_class(
         rows = list(read_results(run.course, run.lesson, run.everyone, run.ledger).values())
         report = ClassReport(run.lesson, rows, run.graded, seconds, run.workers, problems)
         report.where, report.reruns = run.where, run.reruns
+        _after_deadline(run, report)
         write_reports(run.course, report)
         return report
+
+
+def _after_deadline(run: _Run, report: ClassReport) -> None:
+    """What the class got wrong, and how alike the graded submissions' answers are."""
+    report.failures = failures.tally(report.rows)
+    graded = [r.student for r in report.rows if r.status in ("graded", "held")]
+    report.similarity = similarity.class_similarity(run.course, run.lesson, graded, run.threshold)
 
 
 def _grade_on(cluster, run: _Run, todo: list[str], size: int | None, show: bool) -> float:
@@ -432,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         python_only=args.python_only_sandbox,
     )
     print(report.table())
+    print("\n".join(report.after_deadline()))
     print(f"reports: {args.course / REPORTS / item.assignment}/grades.csv and review.md")
     return 1 if report.problems else 0
 

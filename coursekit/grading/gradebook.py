@@ -62,8 +62,9 @@ def known_students(main: Path, assignment: str) -> set[str]:
 
 def records(worker: Path, assignment: str, students: list[str]) -> list[tuple]:
     """Everything the ``worker`` gradebook knows about these students' submissions, as plain
-    values (names, timestamp, flags, scores, comments): what a grading task hands back to the one
-    process that writes the course's gradebook (:func:`merge_records`)."""
+    values (names, timestamp, extension, flags, late penalties, scores, comments): what a
+    grading task hands back to the one process that writes the course's gradebook
+    (:func:`merge_records`)."""
     with open_gradebook(worker) as source:
         return [_record(source, assignment, student) for student in students]
 
@@ -80,16 +81,18 @@ def _record(source, assignment: str, student: str) -> tuple:
         comments = {c.name: (c.auto_comment, c.manual_comment) for c in nb.comments}
         notebooks.append((nb.name, nb.flagged, nb.late_submission_penalty, grades, comments))
     names = {k: getattr(person, k) for k in ("first_name", "last_name", "email")}
-    return (student, names, submission.timestamp, notebooks)
+    return (student, names, submission.timestamp, submission.extension, notebooks)
 
 
 def merge_records(main: Path, assignment: str, records: list[tuple]) -> None:
     """Write :func:`records` (read from a worker's gradebook) into the ``main`` gradebook."""
 
     def change(gradebook):
-        for student, person, timestamp, notebooks in records:
+        for student, person, timestamp, extension, notebooks in records:
             gradebook.update_or_create_student(student, **person)
-            gradebook.update_or_create_submission(assignment, student, timestamp=timestamp)
+            gradebook.update_or_create_submission(
+                assignment, student, timestamp=timestamp, extension=extension
+            )
             for name, flagged, penalty, grades, comments in notebooks:
                 nb = gradebook.find_submission_notebook(name, assignment, student)
                 nb.flagged, nb.late_submission_penalty = flagged, penalty

@@ -1,4 +1,6 @@
-"""The class-grading report: a per-student table, grades.csv and review.md (reports/<lesson>/)."""
+"""The class-grading report: a per-student table, grades.csv and review.md (reports/<lesson>/),
+and after a deadline what the class got wrong (coursekit.grading.failures: failures.md, .png) and
+how alike its answers are (coursekit.grading.similarity: similarity.html, .csv)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coursekit.course.lessons import Lesson
+from coursekit.grading import failures
+from coursekit.grading import similarity as likeness
 from coursekit.grading.results import NotebookResult
 
 REPORTS = "reports"
@@ -17,8 +21,17 @@ def notes(result: NotebookResult, width: int = 70) -> str:
     """The kinds of what was found, in a line (notes are left out of a held row: the reasons
     for the hold are what matters)."""
     kinds = [f.kind for f in result.findings if f.severity != "note" or result.status != "held"]
+    if result.seconds_late > 0:
+        kinds.insert(0, f"late {late_by(result.seconds_late)} (-{result.late_penalty:g})")
     text = ", ".join(dict.fromkeys(kinds))
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def late_by(seconds: float) -> str:
+    """How late, in the unit a person reads: 40 min, 5.5 h, 3.2 d."""
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 86400 else f"{seconds / 86400:.1f} d"
 
 
 @dataclass
@@ -31,6 +44,8 @@ class ClassReport:
     problems: list[str] = field(default_factory=list)
     where: str = ""  # the Dask cluster that graded the run (coursekit.grading.cluster)
     reruns: list[str] = field(default_factory=list)  # batches Dask gave to another worker
+    failures: list[failures.CellFailures] = field(default_factory=list)  # per test cell
+    similarity: likeness.SimilarityReport | None = None
 
     @property
     def per_minute(self) -> float:
@@ -65,6 +80,19 @@ class ClassReport:
         lines += [f"PROBLEM: {problem}" for problem in self.problems]
         return "\n".join(lines + self.sandboxes())
 
+    def after_deadline(self, pairs: int = 5) -> list[str]:
+        """What the class got wrong, and the most similar pairs of answers, for the terminal."""
+        lines = failures.summary(self.failures)
+        if self.similarity is not None:
+            lines.append(self.similarity.summary())
+            lines += [
+                f"  {p.score:.0%}  {p.first} and {p.second}"
+                for p in self.similarity.flagged[:pairs]
+            ]
+        folder = f"{REPORTS}/{self.lesson.assignment}"
+        lines.append(f"see {folder}/failures.md, failures.png and similarity.html")
+        return lines
+
     def sandboxes(self) -> list[str]:
         """Which sandbox graded how many of the notebooks (every run says it)."""
         counts: dict[str, int] = {}
@@ -79,13 +107,15 @@ def _write_csv(path: Path, report: ClassReport) -> None:
         out = csv.writer(handle)
         out.writerow(
             ["student", "status", "score", "autograder_score", "max_score", "failed_tests", "notes"]
-            + ["sandbox"]
+            + ["sandbox", "submitted", "hours_late", "late_penalty"]
         )
         for r in report.rows:
             failed = " ".join(c.grade_id for c in r.cells if not c.passed)
             found = "; ".join(str(f) for f in r.findings)
+            when = r.submitted.isoformat(sep=" ") + " UTC" if r.submitted else ""
+            late = [when, round(r.seconds_late / 3600, 2), r.late_penalty]
             out.writerow(
-                [r.student, r.status, r.score, r.auto, r.max_score, failed, found, r.sandbox]
+                [r.student, r.status, r.score, r.auto, r.max_score, failed, found, r.sandbox, *late]
             )
 
 
@@ -122,4 +152,8 @@ def write_reports(course: Path, report: ClassReport) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     _write_csv(folder / "grades.csv", report)
     (folder / "review.md").write_text("\n".join(_review(report)) + "\n")
+    failures.write_reports(folder, report.failures, report.lesson.assignment)
+    if report.similarity is not None:
+        title = f"{report.lesson.assignment}: the most similar answers"
+        likeness.write_reports(folder, report.similarity, title)
     return folder

@@ -13,6 +13,7 @@ do) or ``failed`` (nbgrader itself could not grade it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -41,12 +42,15 @@ class NotebookResult:
     student: str
     lesson: Lesson
     status: str  # graded, held, invalid or failed
-    score: float  # what the gradebook counts (0 while held)
+    score: float  # what the gradebook counts (0 while held), less the late penalty
     max_score: float
     cells: list[CellResult] = field(default_factory=list)  # in the notebook's order
     errors: list[str] = field(default_factory=list)  # errors in cells that are not test cells
     findings: list[Finding] = field(default_factory=list)  # coursekit.grading.integrity
     sandbox: str = ""  # what the notebook was graded in: bubblewrap or the Python-only sandbox
+    submitted: datetime | None = None  # nbgrader's timestamp of the submission (UTC)
+    seconds_late: float = 0.0  # after the due date and the student's extension
+    late_penalty: float = 0.0  # points nbgrader's AssignLatePenalties took (coursekit.deadlines)
 
     @property
     def auto(self) -> float:
@@ -88,6 +92,8 @@ def findings_of(notebook) -> list[Finding]:
 def _graded(gradebook, lesson: Lesson, student: str, maximum: float) -> NotebookResult:
     """A submission nbgrader graded: scores from the gradebook, messages from the notebook."""
     nb = gradebook.find_submission_notebook(lesson.name, lesson.assignment, student)
+    submission = gradebook.find_submission(lesson.assignment, student)
+    penalty = float(nb.late_submission_penalty or 0.0)
     path = lesson.autograded(student)
     notebook = nbformat.read(path, as_version=4) if path.exists() else nbformat.v4.new_notebook()
     messages, errors = cell_messages(notebook)
@@ -101,12 +107,16 @@ def _graded(gradebook, lesson: Lesson, student: str, maximum: float) -> Notebook
         student,
         lesson,
         "held" if is_held(nb) else "graded",
-        score=float(sum(g.score or 0.0 for g in nb.grades)),
+        # as nbgrader's export counts it: never below 0
+        score=max(0.0, float(sum(g.score or 0.0 for g in nb.grades)) - penalty),
         max_score=maximum,
         cells=cells,
         errors=errors,
         findings=list(dict.fromkeys(findings_of(notebook))),
         sandbox=notebook.metadata.get(META, {}).get("sandbox", ""),
+        submitted=submission.timestamp,
+        seconds_late=float(submission.total_seconds_late or 0.0),
+        late_penalty=penalty,
     )
 
 

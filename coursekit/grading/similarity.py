@@ -1,0 +1,227 @@
+"""How alike the class's answers are: pairwise similarity of what learners wrote in the solution
+cells, the released code excluded, and an HTML report of the most similar pairs side by side.
+
+The comparison is copydetect's (a well-kept library of the winnowing approach that MOSS uses):
+each learner's answers -- the solution cells of the submitted notebook, in the notebook's order
+-- are tokenized by Pygments with every name, function name and string replaced by one letter
+(so renamed variables and changed comments change nothing), cut into k-grams of ``NOISE``
+characters, hashed; the k-grams of the released student edition's solution cells (the stubs
+every learner starts from) are removed as boilerplate. The similarity of A to B is the share of
+A's fingerprinted code that also occurs in B; a pair scores the larger of its two shares, so a
+learner who copied one exercise of a classmate's complete notebook is found too.
+
+A pair at or above ``[similarity] threshold`` in course.toml (default :data:`THRESHOLD`) is
+*flagged*: reports/<lesson>/similarity.html shows each flagged pair side by side with the shared
+code highlighted (no internet needed to read it) and similarity.csv lists them. Similar is not
+copied: short exercises leave few ways to write them, so read the code before you speak to
+anyone. What the threshold catches and what it lets pass is measured in ``make grade-class``
+(planted copies) and in autograde_tests/test_similarity.py (the course's own correct answers
+written independently, solutions/*/alternatives.yml).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import nbformat
+import numpy as np
+
+from coursekit.course import coursefile
+from coursekit.course.cells import grade_id, is_solution
+from coursekit.course.coursefile import CourseFileError
+
+THRESHOLD = 0.75  # measured: see the module's docstring
+NOISE = 25  # copydetect's default k: matches shorter than this many filtered characters are noise
+WINDOW = 1  # every k-gram is a fingerprint (copydetect's default guarantee = noise threshold)
+SHOWN = 30  # pairs in the HTML report at most
+
+
+@dataclass(frozen=True)
+class Pair:
+    first: str
+    second: str
+    shares: tuple[float, float]  # of the first's code found in the second's, and the reverse
+
+    @property
+    def score(self) -> float:
+        return max(self.shares)
+
+
+def threshold(course: Path | None = None) -> float:
+    """``[similarity] threshold`` of the class's course.toml (:data:`THRESHOLD` without one)."""
+    path = coursefile.course_file(course)
+    if not path.exists():
+        return THRESHOLD
+    table = coursefile.table(coursefile.read(path), "similarity", path, required=False)
+    value = float(coursefile.get(table, "threshold", (int, float), path, THRESHOLD))
+    if not 0 < value <= 1:
+        raise CourseFileError(f"{path}: [similarity] threshold = {value}: must be in (0, 1]")
+    return value
+
+
+def answers(notebook, solution_ids: list[str]) -> str:
+    """The notebook's solution cells (by grade_id, in ``solution_ids``' order), one text."""
+    by_id = {grade_id(c): c.source for c in notebook.cells if grade_id(c) in solution_ids}
+    return "\n\n".join(by_id.get(gid, "") for gid in solution_ids)
+
+
+def released_answers(release) -> tuple[list[str], str]:
+    """(the solution cells' grade_ids, their released text): what every learner starts from."""
+    ids = [grade_id(c) for c in release.cells if is_solution(c) and c.cell_type == "code"]
+    return ids, answers(release, ids)
+
+
+def _fingerprint(code: str, boilerplate):
+    from copydetect import CodeFingerprint
+
+    return CodeFingerprint("answers.py", NOISE, WINDOW, boilerplate, True, "python",
+                           fp=io.StringIO(code))  # fmt: skip
+
+
+class _Answers:
+    """One text's copydetect fingerprint, with its k-gram positions laid out as arrays."""
+
+    def __init__(self, code: str, boilerplate):
+        self.print = _fingerprint(code, boilerplate)
+        index = self.print.hash_idx
+        self.positions = np.array([i for h in index for i in index[h]], dtype=np.int64)
+        self.hashes = np.repeat(
+            np.array(list(index), dtype=np.int64), [len(index[h]) for h in index]
+        )
+        self.unique = np.unique(self.hashes)
+
+    def share_in(self, other: _Answers) -> float:
+        """copydetect's similarity of this text to ``other``: the copied code (its k-grams whose
+        hash ``other`` has too, merged into slices by copydetect) over this text's coverage.
+        The same number as ``copydetect.compare_files``, whose loop over shared hashes this
+        replaces with one array lookup (autograde_tests/test_similarity.py checks they agree)."""
+        from copydetect.utils import get_copied_slices
+
+        if not other.unique.size:
+            return 0.0
+        at = np.minimum(np.searchsorted(other.unique, self.hashes), other.unique.size - 1)
+        copied = self.positions[other.unique[at] == self.hashes]  # the hashes other has too
+        if not self.print.token_coverage or not copied.size:
+            return 0.0
+        slices = get_copied_slices(copied, NOISE)
+        return float(np.sum(slices[1] - slices[0]) / self.print.token_coverage)
+
+
+def compare(texts: dict[str, str], boilerplate: str = "") -> list[Pair]:
+    """Every pair of ``texts`` ({name: code}), most similar first; each distinct text is
+    fingerprinted once (a class hands in many copies of the released notebook)."""
+    released = _fingerprint(boilerplate, None).hashes if boilerplate.strip() else set()
+    common = np.array(sorted(released)) if released else None
+    groups: dict[str, list[str]] = {}
+    for name in sorted(texts):
+        groups.setdefault(texts[name], []).append(name)
+    found = {text: _Answers(text, common) for text in groups}
+    written = [t for t in groups if found[t].positions.size]  # else nothing but released code
+    pairs = []
+    for text in written:
+        same = (found[text].share_in(found[text]),) * 2
+        pairs += [Pair(a, b, same) for a, b in combinations(groups[text], 2)]
+    for one, other in combinations(written, 2):
+        shares = (found[one].share_in(found[other]), found[other].share_in(found[one]))
+        for a in groups[one]:
+            for b in groups[other]:
+                pairs.append(Pair(a, b, shares) if a < b else Pair(b, a, shares[::-1]))
+    return sorted(pairs, key=lambda p: (-p.score, p.first, p.second))
+
+
+def highlighted(first: str, second: str, boilerplate: str = "") -> tuple[str, str]:
+    """The two texts as HTML, the code they share marked (copydetect's own comparison)."""
+    from copydetect import compare_files
+    from copydetect.utils import highlight_overlap
+
+    released = _fingerprint(boilerplate, None).hashes if boilerplate.strip() else set()
+    common = np.array(sorted(released)) if released else None
+    _, _, slices = compare_files(_fingerprint(first, common), _fingerprint(second, common))
+    marked = []
+    for code, cut in zip((first, second), slices):
+        if len(cut) == 0 or cut.shape[-1] == 0:
+            marked.append(html.escape(code))
+        else:
+            marked.append(highlight_overlap(code, cut, "<mark>", "</mark>", escape_html=True)[0])
+    return marked[0], marked[1]
+
+
+@dataclass
+class SimilarityReport:
+    threshold: float
+    pairs: list[Pair]  # every pair compared, most similar first
+    texts: dict[str, str]  # what each learner wrote
+    released: str = ""  # what they were given (left out)
+
+    @property
+    def flagged(self) -> list[Pair]:
+        return [p for p in self.pairs if p.score >= self.threshold]
+
+    def summary(self) -> str:
+        n = len(self.texts)
+        return (
+            f"similarity of the answers (copydetect, threshold {self.threshold:g}): "
+            f"{len(self.flagged)} of the {n * (n - 1) // 2} pairs of {n} submissions flagged"
+        )
+
+
+def class_similarity(course: Path, lesson, students: list[str], limit: float | None = None):
+    """The similarity of ``students``' submissions of ``lesson`` in ``course`` (a notebook that
+    cannot be read is left out)."""
+    lesson = lesson.in_course(course)
+    ids, released = released_answers(nbformat.read(lesson.student_notebook, 4))
+    texts = {}
+    for student in students:
+        try:
+            texts[student] = answers(nbformat.read(lesson.submitted(student), 4), ids)
+        except Exception:  # noqa: BLE001 -- screening reports unreadable submissions already
+            continue
+    limit = threshold(course) if limit is None else limit
+    return SimilarityReport(limit, compare(texts, released), texts, released)
+
+
+# ---------------------------------------------------------------- the report's files
+
+
+STYLE = """body{font-family:sans-serif;margin:1em 2em} table{border-collapse:collapse;width:100%}
+td{vertical-align:top;width:50%;border:1px solid #ccc;padding:.3em}
+pre{white-space:pre-wrap;font-size:12px;margin:0} mark{background:#ffd27f}
+h2{font-size:1.1em;margin-top:2em}"""
+
+
+def write_reports(folder: Path, report: SimilarityReport, title: str) -> Path:
+    """similarity.csv (every flagged pair) and similarity.html (the most similar pairs side by
+    side, shared code highlighted) in ``folder``; returns the HTML's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "similarity.csv").open("w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["first", "second", "score", "share_of_first", "share_of_second"])
+        for p in report.flagged:
+            out.writerow([p.first, p.second, f"{p.score:.3f}", f"{p.shares[0]:.3f}",
+                          f"{p.shares[1]:.3f}"])  # fmt: skip
+    shown = report.flagged[:SHOWN] or report.pairs[:3]
+    parts = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
+        f"<p>{html.escape(report.summary())}. Highlighted: the code the two share, after names, "
+        "strings and comments are set aside; the released code is left out. Similar is not "
+        "copied: read both before you speak to anyone.</p>",
+    ]
+    if not report.flagged:
+        parts.append("<p>No pair reaches the threshold; the most similar pairs:</p>")
+    for p in shown:
+        left, right = highlighted(report.texts[p.first], report.texts[p.second], report.released)
+        parts.append(
+            f"<h2>{html.escape(p.first)} and {html.escape(p.second)}: {p.score:.0%} "
+            f"({p.shares[0]:.0%} of {html.escape(p.first)}'s answers in the other's, "
+            f"{p.shares[1]:.0%} the reverse)</h2><table><tr><td><pre>{left}</pre></td>"
+            f"<td><pre>{right}</pre></td></tr></table>"
+        )
+    page = folder / "similarity.html"
+    page.write_text("\n".join(parts + ["</body></html>"]), encoding="utf-8")
+    return page
