@@ -1,8 +1,9 @@
 """Lesson 10's text generation against PyTorch's own and against brute force: the next-token
 distribution against torch.softmax and torch.topk, sampling against torch.multinomial's
-frequencies, beam search against greedy decoding (beam 1) and exhaustive search (a beam wide
-enough to keep everything), NumPy against PyTorch, the KV-cached generator against the uncached
-one, and rotary position embedding against lesson 7's rotation matrices."""
+frequencies, beam search against greedy decoding (beam 1), exhaustive search (a beam wide enough
+to keep everything) and a plain re-statement of the search fairseq and Hugging Face run (k live
+hypotheses, finished ones replaced), NumPy against PyTorch, the KV-cached generator against the
+uncached one, and rotary position embedding against lesson 7's rotation matrices."""
 
 from __future__ import annotations
 
@@ -144,11 +145,13 @@ def test_length_penalty_is_wu_et_al():
     assert rpt.length_penalty is rnp.length_penalty
 
 
-def test_beam_of_one_is_greedy_decoding(device):
+def test_beam_of_one_without_length_penalty_is_greedy_decoding(device):
+    """alpha = 0: nothing after greedy's end can beat it (log P only falls). With a length penalty
+    the search goes on extending the best unfinished hypothesis, and may find a longer winner."""
     for seed in range(4):
         fn = _trigram(6, seed)
         prompt = torch.tensor([seed % 6, 2], device=device)
-        tokens, score = rpt.beam_search(fn, prompt, beam_size=1, max_new=8, eos=0)
+        tokens, score = rpt.beam_search(fn, prompt, beam_size=1, max_new=8, eos=0, alpha=0.0)
         assert torch.equal(tokens, _greedy(fn, prompt, 8, 0))
         assert tokens.device.type == device.type and isinstance(score, float)
 
@@ -183,6 +186,82 @@ def test_numpy_and_pytorch_beam_search_agree(device, beam_size, alpha, eos):
     assert tokens.tolist() == np_tokens.tolist() and score == pytest.approx(np_score)
     if eos is None:
         assert len(tokens) == 12
+
+
+def _plain_beam_search(log_prob_fn, prompt, beam_size, max_new, eos, alpha):
+    """The search fairseq and Hugging Face run, restated with lists: at each step every extension
+    of every live hypothesis is ranked; those among the best beam_size that end with eos finish,
+    and the best beam_size that do not stay live. All max_new steps run (no early stop); the live
+    ones compete at the end."""
+    live, finished = [(0.0, list(prompt.tolist()))], []
+    for step in range(1, max_new + 1):
+        rows = log_prob_fn(torch.tensor([seq for _, seq in live])).tolist()
+        ranked = sorted(
+            (
+                (score + lp, seq + [token])
+                for (score, seq), lps in zip(live, rows)
+                for token, lp in enumerate(lps)
+            ),
+            key=lambda item: -item[0],
+        )
+        ends = [item for item in ranked[:beam_size] if item[1][-1] == eos]
+        finished += [(s / rnp.length_penalty(step, alpha), seq) for s, seq in ends]
+        live = [item for item in ranked if item[1][-1] != eos][:beam_size]
+    finished += [(s / rnp.length_penalty(max_new, alpha), seq) for s, seq in live]
+    score, seq = max(finished, key=lambda item: item[0])
+    return seq[len(prompt) :], score
+
+
+@pytest.mark.parametrize(
+    "vocab, beam_size, alpha", [(5, 2, 0.6), (7, 4, 0.6), (6, 3, 1.0), (4, 5, 0.0)]
+)
+def test_beam_search_is_the_search_fairseq_and_hugging_face_run(vocab, beam_size, alpha):
+    """k live hypotheses at every step, however many finish; the NumPy and PyTorch versions (which
+    stop as soon as no live hypothesis can win) give what the plain search gives after all steps."""
+    for seed in range(6):
+        fn = _trigram(vocab, 100 + seed)
+        prompt = torch.tensor([seed % vocab])
+        want, want_score = _plain_beam_search(fn, prompt, beam_size, 10, 0, alpha)
+        tokens, score = rpt.beam_search(fn, prompt, beam_size, 10, 0, alpha)
+        assert tokens.tolist() == want and score == pytest.approx(want_score)
+
+
+def _tree_model(tree, vocab):
+    """log_prob_fn of {tokens after a one-token prompt: {next token: probability}}."""
+
+    def fn(seqs):
+        rows = []
+        for seq in seqs.tolist():
+            p = torch.full((vocab,), 1e-9, dtype=torch.float64)
+            for token, prob in tree.get(tuple(seq[1:]), {}).items():
+                p[token] = prob
+            rows.append((p / p.sum()).log())
+        return torch.stack(rows)
+
+    return fn
+
+
+def test_a_finished_hypothesis_leaves_its_place_to_the_next_best():
+    """Beam 2: <end> (0.26) finishes at step 1 and B (0.25), third, takes its place; B C <end>
+    wins. A shrinking beam (the best beam_size extensions only) would extend A alone."""
+    a, b, c, end = 1, 2, 3, 4
+    tree = {(): {a: 0.49, end: 0.26, b: 0.25}, (a,): {a: 0.3, end: 0.2, c: 0.5},
+            (a, a): {end: 1.0}, (a, c): {end: 1.0}, (b,): {c: 1.0}, (b, c): {end: 1.0}}  # fmt: skip
+    fn = _tree_model(tree, 5)
+    assert rpt.beam_search(fn, torch.tensor([0]), 2, 5, end)[0].tolist() == [b, c, end]
+
+
+def test_an_end_below_the_best_beam_size_is_dropped():
+    a, b, c, end = 1, 2, 3, 4
+    fn = _tree_model({(): {a: 0.4, b: 0.35, end: 0.25}, (a,): {end: 0.4, c: 0.3, a: 0.3},
+                      (b,): {end: 0.4, c: 0.3, b: 0.3}, (a, c): {end: 1.0}, (b, c): {end: 1.0},
+                      (a, a): {end: 1.0}, (b, b): {end: 1.0}}, 5)  # fmt: skip
+    assert rpt.beam_search(fn, torch.tensor([0]), 2, 5, end)[0].tolist() == [a, end]
+
+
+def test_a_negative_alpha_is_refused():
+    with pytest.raises(ValueError, match="alpha"):
+        rpt.beam_search(_trigram(4, 0), torch.tensor([1]), 2, 3, 0, alpha=-0.5)
 
 
 def test_length_penalty_changes_which_hypothesis_wins():

@@ -66,39 +66,80 @@ def length_penalty(length: int, alpha: float = 0.6) -> float:
     return ((5 + length) / 6) ** alpha
 
 
+def beam_step(ranked, beam_size: int, eos) -> tuple[list, list]:
+    """One step of beam search's bookkeeping, shared by the NumPy and PyTorch versions.
+
+    ``ranked``: the step's extensions, best first, as ``(score, hypothesis, token)`` (at least the
+    best ``2 * beam_size`` of them, or all). The best ``beam_size`` are this step's beam: those
+    that end with ``eos`` are finished, the others stay live; each finished one is replaced by the
+    next best extension that does not end with ``eos`` (twice the beam always holds enough: at
+    most one extension per live hypothesis ends with ``eos``). Returns ``(finished, live)``, lists
+    of the chosen ``(score, hypothesis, token)``, best first.
+    """
+    finished, live = [], []
+    for rank, (score, row, token) in enumerate(ranked):
+        if eos is not None and token == eos:
+            if rank < beam_size:  # an end below the beam's best beam_size is not kept
+                finished.append((score, row, token))
+        elif len(live) < beam_size:
+            live.append((score, row, token))
+    return finished, live
+
+
+def can_stop_early(best_finished: float, live_scores, max_new: int, alpha: float) -> bool:
+    """True when no live hypothesis can still beat ``best_finished``: log P only falls as tokens
+    are added, and ``lp`` grows with the length (alpha >= 0), so a hypothesis now at ``log P = s``
+    ends with at most ``s / length_penalty(max_new, alpha)``. Stopping then changes nothing (the
+    paper "terminate[s] early when possible", section 6.1)."""
+    return best_finished >= max(live_scores) / length_penalty(max_new, alpha)
+
+
+def check_beam_options(beam_size: int, max_new: int, alpha: float) -> None:
+    _checks.require_positive("beam_size", beam_size)
+    _checks.require_positive("max_new", max_new)
+    if not alpha >= 0:
+        raise ValueError(f"alpha must be >= 0 (0: no length penalty), got {alpha!r}")
+
+
 def beam_search(log_prob_fn, prompt, beam_size: int = 4, max_new: int = 20, eos=None, alpha=0.6):
     """The most probable continuation of ``prompt`` that a beam of ``beam_size`` finds.
 
     ``log_prob_fn(seqs)`` takes ``(n, t)`` token ids and returns ``(n, vocab)`` log-probabilities
-    of the token after each row. At every step each live hypothesis is extended by every token and
-    the ``beam_size`` extensions of highest log-probability (summed over the new tokens) are kept;
-    an extension that ends with ``eos`` is finished and leaves the beam (which then shrinks).
-    After ``max_new`` steps, or when no hypothesis is live, the finished hypotheses and the live
-    ones compete on ``log P(Y) / length_penalty(|Y|, alpha)``, ``|Y|`` the number of new tokens
-    (``eos`` included). Returns ``(tokens, score)``: the new tokens of the best, and its score.
-    ``beam_size = 1`` is greedy decoding.
+    of the token after each row. At every step each live hypothesis is extended by every token
+    and the extensions are ranked by their log-probability (summed over the new tokens); the best
+    ``beam_size`` of them are the step's beam (``beam_step``): those that end with ``eos`` finish,
+    scored ``log P(Y) / length_penalty(|Y|, alpha)`` (``|Y|`` the new tokens, ``eos`` included),
+    and leave the beam, which is topped up with the next best extensions that do not end with
+    ``eos``: ``beam_size`` hypotheses stay live however many finish, as in fairseq and Hugging
+    Face Transformers. The search runs ``max_new`` steps (stopping sooner only when no live
+    hypothesis can win any more: ``can_stop_early``); then the hypotheses still live compete
+    too, scored with their length. Returns ``(tokens, score)``: the new tokens of the best, and
+    its score. With ``alpha = 0``, ``beam_size = 1`` is greedy decoding.
     """
-    _checks.require_positive("beam_size", beam_size)
-    _checks.require_positive("max_new", max_new)
+    check_beam_options(beam_size, max_new, alpha)
     prompt = np.asarray(prompt)
     if prompt.ndim != 1 or not np.issubdtype(prompt.dtype, np.integer) or not len(prompt):
         raise ValueError(f"prompt must be a non-empty 1-D array of token ids, got {prompt!r}")
+    start = len(prompt)
     seqs, scores = prompt[None, :], np.zeros(1)
-    pool = []  # (normalized score, new tokens), finished first, in the order they finished
+    pool = []  # (normalized score, new tokens), finished ones in the order they finished
     for step in range(1, max_new + 1):
         log_probs = as_float_array("log_prob_fn(seqs)", log_prob_fn(seqs))
         vocab = log_probs.shape[-1]
         candidates = (scores[:, None] + log_probs).reshape(-1)
-        best = np.argsort(-candidates, kind="stable")[: min(beam_size, candidates.size)]
-        seqs = np.concatenate([seqs[best // vocab], (best % vocab)[:, None]], axis=1)
-        scores = candidates[best]
-        done = seqs[:, -1] == eos if eos is not None else np.zeros(len(seqs), dtype=bool)
+        best = np.argsort(-candidates, kind="stable")[: 2 * beam_size]
+        ranked = [(float(candidates[i]), int(i) // vocab, int(i) % vocab) for i in best]
+        finished, live = beam_step(ranked, beam_size, eos)
         lp = length_penalty(step, alpha)
-        pool += [(float(s) / lp, seq[len(prompt) :]) for s, seq in zip(scores[done], seqs[done])]
-        seqs, scores = seqs[~done], scores[~done]
-        if not len(seqs):
+        pool += [(s / lp, np.append(seqs[row, start:], token)) for s, row, token in finished]
+        if not live:
             break
-    lp = length_penalty(seqs.shape[1] - len(prompt), alpha)
-    pool += [(float(s) / lp, seq[len(prompt) :]) for s, seq in zip(scores, seqs)]
+        seqs = np.stack([np.append(seqs[row], token) for _, row, token in live])
+        scores = np.array([s for s, _, _ in live])
+        if pool and can_stop_early(max(p[0] for p in pool), scores, max_new, alpha):
+            break
+    else:  # all max_new steps ran: the live hypotheses compete as they are
+        lp = length_penalty(max_new, alpha)
+        pool += [(float(s) / lp, seq[start:]) for s, seq in zip(scores, seqs)]
     best_score, best_tokens = max(pool, key=lambda item: item[0])  # the first of equals
     return best_tokens, best_score

@@ -7,7 +7,13 @@ from __future__ import annotations
 import torch
 
 from .. import _checks
-from ..np.generation import generation_options, length_penalty
+from ..np.generation import (
+    beam_step,
+    can_stop_early,
+    check_beam_options,
+    generation_options,
+    length_penalty,
+)
 from .retrieval import as_float_tensor
 
 __all__ = ["next_token_distribution", "sample_next", "length_penalty", "beam_search"]
@@ -37,13 +43,13 @@ def sample_next(logits, temperature: float = 1.0, top_k: int | None = None, rng=
 
 def beam_search(log_prob_fn, prompt, beam_size: int = 4, max_new: int = 20, eos=None, alpha=0.6):
     """The most probable continuation of ``prompt`` that a beam of ``beam_size`` finds, ranked by
-    ``log P(Y) / length_penalty(|Y|, alpha)``: ``(new tokens, score)`` (see the NumPy twin).
+    ``log P(Y) / length_penalty(|Y|, alpha)``: ``(new tokens, score)``. The search is the NumPy
+    twin's: ``beam_size`` hypotheses stay live however many finish (see ``beam_step``).
 
     ``log_prob_fn(seqs)``: ``(n, t)`` long on the prompt's device -> ``(n, vocab)``
     log-probabilities of the next token.
     """
-    _checks.require_positive("beam_size", beam_size)
-    _checks.require_positive("max_new", max_new)
+    check_beam_options(beam_size, max_new, alpha)
     if not isinstance(prompt, torch.Tensor) or prompt.ndim != 1 or prompt.is_floating_point():
         raise ValueError(f"prompt must be a 1-D tensor of token ids, got {prompt!r}")
     if not len(prompt):
@@ -51,24 +57,28 @@ def beam_search(log_prob_fn, prompt, beam_size: int = 4, max_new: int = 20, eos=
     start = len(prompt)
     seqs = prompt[None, :].long()
     scores = torch.zeros(1, dtype=torch.float64)  # the bookkeeping on the CPU, in float64
-    pool = []  # (normalized score, new tokens), finished first, in the order they finished
+    pool = []  # (normalized score, new tokens), finished ones in the order they finished
     for step in range(1, max_new + 1):
         log_probs = as_float_tensor("log_prob_fn(seqs)", log_prob_fn(seqs))
         log_probs = log_probs.detach().to("cpu", torch.float64)
         vocab = log_probs.shape[-1]
         candidates = (scores[:, None] + log_probs).reshape(-1)
-        scores, best = candidates.topk(min(beam_size, candidates.numel()))
-        rows, tokens = (best // vocab).to(seqs.device), (best % vocab).to(seqs.device)
-        seqs = torch.cat([seqs[rows], tokens[:, None]], dim=1)
-        done = best % vocab == eos if eos is not None else torch.zeros_like(best, dtype=torch.bool)
+        top, best = candidates.topk(min(2 * beam_size, candidates.numel()))
+        ranked = [(s, i // vocab, i % vocab) for s, i in zip(top.tolist(), best.tolist())]
+        finished, live = beam_step(ranked, beam_size, eos)
         lp = length_penalty(step, alpha)
-        pool += [
-            (s.item() / lp, seqs[i, start:]) for i, s in zip(done.nonzero()[:, 0], scores[done])
-        ]
-        seqs, scores = seqs[~done.to(seqs.device)], scores[~done]
-        if not len(seqs):
+        for s, row, token in finished:
+            pool.append((s / lp, torch.cat([seqs[row, start:], seqs.new_tensor([token])])))
+        if not live:
             break
-    lp = length_penalty(seqs.shape[1] - start, alpha)
-    pool += [(s.item() / lp, seq[start:]) for s, seq in zip(scores, seqs)]
+        rows = torch.tensor([row for _, row, _ in live], device=seqs.device)
+        tokens = torch.tensor([token for _, _, token in live], device=seqs.device)
+        seqs = torch.cat([seqs[rows], tokens[:, None]], dim=1)
+        scores = torch.tensor([s for s, _, _ in live], dtype=torch.float64)
+        if pool and can_stop_early(max(p[0] for p in pool), scores.tolist(), max_new, alpha):
+            break
+    else:  # all max_new steps ran: the live hypotheses compete as they are
+        lp = length_penalty(max_new, alpha)
+        pool += [(s / lp, seq[start:]) for s, seq in zip(scores.tolist(), seqs)]
     best_score, best_tokens = max(pool, key=lambda item: item[0])  # the first of equals
     return best_tokens, best_score

@@ -331,10 +331,12 @@ class Adam:
 
     @torch.no_grad()
     def step(self, lr: float) -> None:
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not live:  # no gradient anywhere: nothing moves, as with torch.optim.Adam
+            return
         self.steps += 1
         correction1 = 1 - self.beta1**self.steps  # the running means start at 0: undo that bias
         correction2 = math.sqrt(1 - self.beta2**self.steps)
-        live = [i for i, p in enumerate(self.params) if p.grad is not None]
         params = [self.params[i] for i in live]
         grads = [p.grad for p in params]
         m, v = [self.m[i] for i in live], [self.v[i] for i in live]
