@@ -22,8 +22,11 @@ imported (the interpreter leaves some of it patched after a run, in Triton 3.9).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import inspect
 import io
+import json
 import re
 import sys
 import tempfile
@@ -211,11 +214,18 @@ def _private_cache() -> str:
 _BUILDS: dict[tuple, Build] = {}  # this process's compiles, by kernel source and settings
 
 
-def compile_kernel(kernel, types_: tuple, constants: tuple, arch: str = "sm_90") -> Build:
+def compile_kernel(
+    kernel, types_: tuple, constants: tuple, arch: str = "sm_90", cache: Path | None = None
+) -> Build:
     """Compile ``kernel`` for ``arch`` ("sm_80", "sm_90"): its first parameters have the Triton
     types ``types_`` ("*fp16", "i32", "fp32", ...), the others (its ``tl.constexpr`` ones) the
     values ``constants``, in order. Raises :class:`triton.compiler.errors.CompilationError` (or
-    the compiler's other errors) where the compiler refuses the kernel."""
+    the compiler's other errors) where the compiler refuses the kernel.
+
+    Each kernel is compiled once per process. ``cache``, a folder, keeps the reports of kernels
+    that compiled across processes too (``make bench`` and the reference tests keep the
+    reference kernels' there): a report is found again only for the same source of the kernel
+    and every function it calls, the same settings and the same Triton."""
     if arch not in ARCHS:
         raise ValueError(f"arch {arch!r}: lesson 11 compiles for {', '.join(ARCHS)}")
     converter = _Converter()
@@ -224,8 +234,29 @@ def compile_kernel(kernel, types_: tuple, constants: tuple, arch: str = "sm_90")
         signature, constexprs = _signature(jit, types_, constants)
         key = (jit.cache_key, tuple(signature.items()), tuple(constexprs.items()), arch)
         if key not in _BUILDS:
-            _BUILDS[key] = _build(jit, signature, constexprs, arch)
+            _BUILDS[key] = _cached(key, cache) or _build(jit, signature, constexprs, arch)
+            _keep(key, cache, _BUILDS[key])
     return _BUILDS[key]
+
+
+def _cache_file(key: tuple, cache: Path) -> Path:
+    digest = hashlib.sha256(repr((key, triton.__version__)).encode()).hexdigest()[:24]
+    return Path(cache) / f"{key[0][:8]}-{digest}.json"
+
+
+def _cached(key: tuple, cache: Path | None) -> Build | None:
+    if cache is None or not _cache_file(key, cache).is_file():
+        return None
+    try:
+        return Build(**json.loads(_cache_file(key, cache).read_text(encoding="utf-8")))
+    except (ValueError, TypeError):
+        return None  # unreadable: compile again
+
+
+def _keep(key: tuple, cache: Path | None, build: Build) -> None:
+    if cache is not None:
+        Path(cache).mkdir(parents=True, exist_ok=True)
+        _cache_file(key, cache).write_text(json.dumps(dataclasses.asdict(build)), encoding="utf-8")
 
 
 def _signature(jit: JITFunction, types_: tuple, constants: tuple) -> tuple[dict, dict]:
@@ -250,6 +281,7 @@ def _build(jit: JITFunction, signature: dict, constexprs: dict, arch: str) -> Bu
             compiled = _COMPILE(
                 ASTSource(fn=jit, signature=signature, constexprs=constexprs),
                 target=GPUTarget("cuda", ARCHS[arch], 32),
+                options={"enable_fp_fusion": True},  # Triton 3.9's default for a launch
             )
     report = parse_ptxas(log.getvalue())
     return Build(
@@ -329,14 +361,14 @@ def explain(error: BaseException, kernel, name: str, arch: str) -> str:
 
 
 def expect_compiles(
-    kernel, name: str, types_: tuple, constants: tuple, archs=tuple(ARCHS), show=True
+    kernel, name: str, types_: tuple, constants: tuple, archs=tuple(ARCHS), show=True, cache=None
 ) -> list[Build]:
     """A test: ``kernel`` compiles for every GPU of ``archs`` (default: sm_80 and sm_90); print
     what the compiler made of it. Fails with the compiler's message and the line it refused."""
     builds = []
     for arch in archs:
         try:
-            builds.append(compile_kernel(kernel, types_, constants, arch))
+            builds.append(compile_kernel(kernel, types_, constants, arch, cache))
         except TypeError as error:
             raise AssertionError(f"{name}: {error}") from None
         except Exception as error:  # noqa: BLE001 -- any refusal of the compiler fails the test

@@ -1,0 +1,160 @@
+"""FlashAttention's backward pass as a Triton kernel (lesson 11), and the autograd Function that
+joins it to the forward kernels of attention_ref.flash.
+
+FlashAttention-2 (Dao, 2023, Algorithm 2) never stores the n x n weights: the forward pass keeps
+the log-sum-exp L of each query's scores, and the backward pass recomputes each block of weights
+as P = exp(S - L). With D = rowsum(dO * O), one number per query, the gradients are
+
+    dV = P^T dO        dP = dO V^T        dS = P * (dP - D)        dQ = dS K * scale
+    dK = dS^T Q * scale
+
+One program per block of keys of each head holds its dK and dV on the chip and loops over the
+blocks of queries (from the diagonal on, when causal). dQ gathers a term from every block of keys,
+that is from every program: each adds its term into a float32 dQ in memory with an atomic add, as
+FlashAttention-2 does. (Triton's tutorial runs a second kernel over blocks of queries for dQ
+instead: no atomics, and the same sums in a fixed order.)
+
+attention_backward(q, k, v, dout, lse, delta, kernel=..., causal=...)   launch a backward kernel
+FlashAttention / flash_attention(q, k, v, causal)                      autograd with the kernels
+query_blocks_read(kernel, ...)      which query blocks each key block's program reads
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attention_ref import flash
+from attention_ref.flash import tl, triton
+
+_jit = flash._jit
+
+
+@_jit
+def attention_backward_kernel(
+    q_ptr, k_ptr, v_ptr, dout_ptr, lse_ptr, delta_ptr, dq_ptr, dk_ptr, dv_ptr, n_q, n_k, scale,
+    D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr,
+):  # fmt: skip
+    """dK and dV of one block of keys of one head; its share of dQ, added atomically."""
+    block, head = tl.program_id(0), tl.program_id(1)
+    keys = block * BLOCK_K + tl.arange(0, BLOCK_K)
+    cols = tl.arange(0, D)
+    kv_at = head * n_k * D + keys[:, None] * D + cols[None, :]
+    k = tl.load(k_ptr + kv_at, mask=keys[:, None] < n_k, other=0.0)
+    v = tl.load(v_ptr + kv_at, mask=keys[:, None] < n_k, other=0.0)
+    dk = tl.zeros((BLOCK_K, D), tl.float32)
+    dv = tl.zeros((BLOCK_K, D), tl.float32)
+    lo = 0
+    if CAUSAL:  # the queries before this block's first key see none of its keys
+        lo = block * BLOCK_K // BLOCK_Q * BLOCK_Q
+    for start in range(lo, n_q, BLOCK_Q):
+        rows = start + tl.arange(0, BLOCK_Q)
+        q_at = head * n_q * D + rows[:, None] * D + cols[None, :]
+        q = tl.load(q_ptr + q_at, mask=rows[:, None] < n_q, other=0.0)
+        dout = tl.load(dout_ptr + q_at, mask=rows[:, None] < n_q, other=0.0)
+        lse = tl.load(lse_ptr + head * n_q + rows, mask=rows < n_q, other=0.0)
+        delta = tl.load(delta_ptr + head * n_q + rows, mask=rows < n_q, other=0.0)
+        allowed = (rows[:, None] < n_q) & (keys[None, :] < n_k)
+        if CAUSAL:
+            allowed = allowed & (keys[None, :] <= rows[:, None])
+        s = tl.dot(q, tl.trans(k)) * scale
+        p = tl.where(allowed, tl.exp(s - lse[:, None]), 0.0)  # the weights, recomputed from L
+        dv += tl.dot(tl.trans(p).to(dout.dtype), dout)
+        dp = tl.dot(dout, tl.trans(v))
+        ds = p * (dp - delta[:, None])
+        dk += tl.dot(tl.trans(ds).to(q.dtype), q)
+        dq = tl.dot(ds.to(k.dtype), k) * scale
+        tl.atomic_add(dq_ptr + q_at, dq, mask=rows[:, None] < n_q)  # other programs add theirs
+    tl.store(dk_ptr + kv_at, (dk * scale).to(dk_ptr.dtype.element_ty), mask=keys[:, None] < n_k)
+    tl.store(dv_ptr + kv_at, dv.to(dv_ptr.dtype.element_ty), mask=keys[:, None] < n_k)
+
+
+def _check_backward(q, k, v, dout, lse, delta) -> tuple[int, int]:
+    heads, group = flash.heads_and_group(q, k, v)
+    shapes = {"dout": (dout, q.shape), "lse": (lse, q.shape[:-1]), "delta": (delta, q.shape[:-1])}
+    for name, (x, shape) in shapes.items():
+        if tuple(x.shape) != tuple(shape):
+            raise ValueError(
+                f"{name} has shape {tuple(x.shape)}; queries {tuple(q.shape)} need {tuple(shape)}"
+            )
+    return heads, group
+
+
+def attention_backward(
+    q, k, v, dout, lse, delta, kernel=None, *, causal=False, block_q: int = 16, block_k: int = 16
+):
+    """The gradients (dq, dk, dv) of attention's output with respect to q, k, v, given the
+    gradient ``dout`` of the output, the forward's log-sum-exp ``lse`` (..., n_q) and ``delta`` =
+    rowsum(dout * out) (..., n_q): one program of ``kernel`` (default:
+    :func:`attention_backward_kernel`) per block of ``block_k`` keys of each head. With grouped
+    heads, keys and values are repeated to the queries' heads and their gradients summed back."""
+    heads, group = _check_backward(q, k, v, dout, lse, delta)
+    kernel = attention_backward_kernel if kernel is None else kernel
+    n_q, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    if group > 1:  # one key/value head per query head: each gets its own dK, dV, summed below
+        k, v = (x.repeat_interleave(group, dim=-3) for x in (k, v))
+    q3, dout3 = (x.reshape(heads, n_q, d).contiguous() for x in (q, dout))
+    k3, v3 = (x.reshape(heads, n_k, d).contiguous() for x in (k, v))
+    lse2, delta2 = (x.reshape(heads, n_q).float().contiguous() for x in (lse, delta))
+    dq = torch.zeros(heads, n_q, d, dtype=torch.float32, device=q.device)  # atomics add here
+    dk, dv = torch.empty_like(k3), torch.empty_like(v3)
+    grid = (triton.cdiv(n_k, block_k), heads)
+    kernel[grid](
+        q3, k3, v3, dout3, lse2, delta2, dq, dk, dv, n_q, n_k, 1.0 / math.sqrt(d),
+        D=d, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=causal,
+    )  # fmt: skip
+    dk, dv = (x.reshape(k.shape) for x in (dk, dv))
+    if group > 1:
+        dk, dv = (x.unflatten(-3, (-1, group)).sum(-3) for x in (dk, dv))
+    return dq.to(q.dtype).reshape(q.shape), dk, dv
+
+
+class FlashAttention(torch.autograd.Function):
+    """Attention whose forward and backward passes are Triton kernels: what the forward keeps for
+    the backward is q, k, v, the output and the log-sum-exp, never the weights."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal=False):
+        kernel = flash.causal_attention_kernel if causal else flash.attention_kernel
+        out, lse = flash.attention(q, k, v, kernel)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.causal = causal
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        delta = (dout.float() * out.float()).sum(-1)  # D = rowsum(dO * O)
+        dq, dk, dv = attention_backward(q, k, v, dout, lse, delta, causal=ctx.causal)
+        return dq, dk, dv, None
+
+
+def flash_attention(q, k, v, causal: bool = False):
+    """softmax(q k^T / sqrt(d)) v through :class:`FlashAttention` (differentiable)."""
+    return FlashAttention.apply(q, k, v, causal)
+
+
+def query_blocks_read(kernel, n_q: int, n_k: int, *, causal=True, block_q=16, block_k=16, d=16):
+    """Which query blocks each key block's program reads: a (key blocks, query blocks) boolean
+    tensor. As attention_ref.flash.key_blocks_read does for the forward: the gradient of the
+    output is made NaN one query block at a time, and every key block whose dV turns NaN read it
+    (a weight of 0 times NaN is still NaN)."""
+    device = flash.kernel_device()
+    g = torch.Generator().manual_seed(0)
+    q, dout = (torch.randn(1, n_q, d, generator=g).to(device) for _ in range(2))
+    k, v = (torch.randn(1, n_k, d, generator=g).to(device) for _ in range(2))
+    _, lse = flash.attention(q, k, v, flash.attention_kernel)
+    delta = torch.zeros_like(lse)
+    n_blocks_q, n_blocks_k = triton.cdiv(n_q, block_q), triton.cdiv(n_k, block_k)
+    read = torch.zeros(n_blocks_k, n_blocks_q, dtype=torch.bool)
+    for r in range(n_blocks_q):
+        poisoned = dout.clone()
+        poisoned[:, r * block_q : (r + 1) * block_q] = float("nan")
+        _, _, dv = attention_backward(
+            q, k, v, poisoned, lse, delta, kernel, causal=causal, block_q=block_q, block_k=block_k
+        )
+        keys = dv[0].isnan().any(dim=-1).cpu()
+        for c in range(n_blocks_k):
+            read[c, r] = bool(keys[c * block_k : (c + 1) * block_k].any())
+    return read
