@@ -363,3 +363,45 @@ def test_compiling_leaves_the_interpreter_as_it_was():
     flash.expect_compiles(flash.softmax_kernel, "softmax_kernel", "softmax", show=False)
     after = flash.softmax(torch.arange(6.0, device=DEVICE).reshape(2, 3))
     torch.testing.assert_close(before, after)
+
+
+PROBES = [(0, 50, False, 0), (16, 48, False, 0), (0, 50, True, 20), (0, 1, True, 0)]
+
+
+@pytest.mark.parametrize(("lo", "hi", "causal", "offset"), PROBES)
+def test_attend_blocks_probe_runs_a_helper_on_its_own(lo, hi, causal, offset):
+    g = torch.Generator().manual_seed(lo + hi)
+    q = torch.randn(10, 16, generator=g).to(DEVICE) * 3
+    k, v = (torch.randn(50, 16, generator=g).to(DEVICE) for _ in range(2))
+    acc, l_i, m_i = flash.attend_blocks_probe(
+        flash.attend_blocks, q, k, v, lo, hi, causal=causal, offset=offset
+    )
+    keys = torch.arange(50, device=DEVICE)[None, :]
+    allowed = (keys >= lo) & (keys < -(-hi // 16) * 16)  # whole blocks of 16, from lo below hi
+    if causal:
+        allowed = allowed & (keys <= torch.arange(10, device=DEVICE)[:, None] + offset)
+    scores = ((q @ k.T) / 4).masked_fill(~allowed, -torch.inf)
+    torch.testing.assert_close(m_i, scores.max(-1).values, **TOL[torch.float32])
+    torch.testing.assert_close(
+        acc / l_i[:, None], torch.softmax(scores, -1) @ v, **TOL[torch.float32]
+    )
+
+
+def test_gpu_sizes_change_only_the_head_dimension_and_blocks():
+    types_, constants = flash.compiled_as("backward", gpu_sizes=True)
+    assert types_ == flash.BACKWARD_TYPES
+    assert constants == {"sm_80": (64, 64, 64, False), "sm_90": (64, 64, 64, True)}
+    assert flash.compiled_as("forward", gpu_sizes=True)[1] == (64, 64, 64)
+    assert flash.compiled_as("softmax", gpu_sizes=True) == flash.COMPILED_AS["softmax"]
+
+
+def test_a_helper_taken_from_the_library_is_not_the_notebook_s_own():
+    namespace = {"__name__": "__main__", "flash": flash, "tl": flash.tl, "triton": flash.triton}
+    exec(
+        "@triton.jit\n"
+        "def kernel(x_ptr, BLOCK: tl.constexpr):\n"
+        "    flash.attend_blocks(0, 0, 0, 0, x_ptr, x_ptr, 0, 0, 0, 0, 1.0, BLOCK, BLOCK, False)\n",
+        namespace,
+    )
+    with pytest.raises(AssertionError, match="from the reference library"):
+        flash.expect_own_kernel(namespace["kernel"], "kernel")

@@ -21,7 +21,9 @@ attend_blocks                                the inner loop over key blocks, wri
 softmax_kernel, attention_kernel, causal_attention_kernel, cached_causal_attention_kernel
 key_blocks_read(kernel, ...)                 which key blocks each query block reads
 expect_own_kernel(kernel, name)              a test helper: the notebook's own kernel
+compile_kernel(kernel, types, constants, arch)  Triton's compiler, for a GPU, on any machine
 expect_compiles(kernel, name, kind)          a test helper: it compiles for sm_80 and sm_90
+attend_blocks_probe(helper, q, k, v, lo, hi)  a helper like attend_blocks, run on its own
 """
 
 from __future__ import annotations
@@ -300,6 +302,44 @@ def attention(q, k, v, kernel=None, *, block_q: int = 16, block_k: int = 16, **c
     return out.reshape(q.shape), lse.reshape(q.shape[:-1])
 
 
+@_jit
+def _attend_probe(
+    q_ptr, k_ptr, v_ptr, out_ptr, stats_ptr, n_q, n_k, lo, hi, offset, scale,
+    D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr,
+    HELPER: tl.constexpr,
+):  # fmt: skip
+    rows = tl.arange(0, BLOCK_Q)
+    cols = tl.arange(0, D)
+    q = tl.load(q_ptr + rows[:, None] * D + cols[None, :], mask=rows[:, None] < n_q, other=0.0)
+    acc, l_i, m_i = HELPER(
+        tl.zeros((BLOCK_Q, D), tl.float32), tl.zeros((BLOCK_Q,), tl.float32),
+        tl.full((BLOCK_Q,), float("-inf"), tl.float32), q, k_ptr, v_ptr, rows + offset,
+        lo, hi, n_k, scale, D, BLOCK_K, CAUSAL,
+    )  # fmt: skip
+    tl.store(out_ptr + rows[:, None] * D + cols[None, :], acc, mask=rows[:, None] < n_q)
+    tl.store(stats_ptr + rows, m_i, mask=rows < n_q)
+    tl.store(stats_ptr + BLOCK_Q + rows, l_i, mask=rows < n_q)
+
+
+def attend_blocks_probe(helper, q, k, v, lo, hi, *, causal=False, offset=0, block_k=16):
+    """Run ``helper`` (a loop over key blocks with :func:`attend_blocks`'s signature) for one
+    block of queries q (n_q, d) against keys and values (n_k, d), from fresh statistics, over the
+    key blocks from ``lo`` to ``hi``; query i at position i + ``offset``. Returns what it returns,
+    (acc, l, m), as tensors: (n_q, d), (n_q,), (n_q,)."""
+    if UNAVAILABLE:
+        raise RuntimeError(UNAVAILABLE)
+    n_q, d = q.shape
+    block_q = max(16, triton.next_power_of_2(n_q))
+    acc = torch.empty(n_q, d, dtype=torch.float32, device=q.device)
+    stats = torch.empty(2, block_q, dtype=torch.float32, device=q.device)
+    q, k, v = (x.contiguous() for x in (q, k, v))
+    _attend_probe[(1,)](
+        q, k, v, acc, stats, n_q, k.shape[0], lo, hi, offset, 1.0 / math.sqrt(d),
+        D=d, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=causal, HELPER=helper,
+    )  # fmt: skip
+    return acc, stats[1, :n_q], stats[0, :n_q]
+
+
 def key_blocks_read(kernel, n_q: int, n_k: int, *, block_q: int = 16, block_k: int = 16, d=16):
     """Which key blocks each query block reads: a (query blocks, key blocks) boolean tensor.
 
@@ -367,27 +407,65 @@ def expect_own_kernel(kernel, name: str) -> None:
         )
 
 
-# What each kind of kernel is compiled as: the Triton types of its first parameters and the
-# values of its tl.constexpr ones, as a GPU runs the lesson's kernels (float16 inputs, float32
-# statistics, a head dimension of 64, blocks of 64 queries and keys).
-COMPILE_HEAD_DIM, COMPILE_BLOCK = 64, 64
+# What each kind of kernel is compiled as when a test checks it: the Triton types of its first
+# parameters (float16 inputs, as on a GPU; float32 statistics) and the values of its tl.constexpr
+# ones: the tests' own sizes (a head dimension of 16, blocks of 16), the cheapest to compile (about
+# half the time of 64 and 64). Whether a kernel compiles does not depend on them; its registers,
+# spills and shared memory do: GPU_SIZES are a GPU run's (lesson 11's last section, make bench).
+COMPILE_HEAD_DIM, COMPILE_BLOCK = 16, 16
+GPU_SIZES = {"D": 64, "BLOCK": 64}
 FORWARD_TYPES = ("*fp16",) * 4 + ("*fp32", "i32", "i32", "i32", "fp32")
 # q, k, v, dout; lse, delta, dq (float32: atomics add into it); dk, dv; n_q, n_k, scale
 BACKWARD_TYPES = ("*fp16",) * 4 + ("*fp32",) * 3 + ("*fp16",) * 2 + ("i32", "i32", "fp32")
 COMPILED_AS = {
     "softmax": (("*fp16", "*fp16", "i32"), (1024,)),
     "forward": (FORWARD_TYPES, (COMPILE_HEAD_DIM, COMPILE_BLOCK, COMPILE_BLOCK)),
-    # causal: its one tl.constexpr switch compiled on, the code it adds included
-    "backward": (BACKWARD_TYPES, (COMPILE_HEAD_DIM, COMPILE_BLOCK, COMPILE_BLOCK, True)),
+    # its tl.constexpr switch CAUSAL off for the A100, on for the H100: both branches compiled
+    "backward": (
+        BACKWARD_TYPES,
+        {
+            "sm_80": (COMPILE_HEAD_DIM, COMPILE_BLOCK, COMPILE_BLOCK, False),
+            "sm_90": (COMPILE_HEAD_DIM, COMPILE_BLOCK, COMPILE_BLOCK, True),
+        },
+    ),
 }
 
 
-def expect_compiles(kernel, name: str, kind: str = "forward", *, show: bool = True, cache=None):
-    """A test: ``kernel`` compiles for an A100 (sm_80) and an H100 (sm_90) with Triton's own
-    compiler, as :data:`COMPILED_AS` ``[kind]`` says; prints registers, spills and shared memory.
-    Fails with the compiler's message and the line it refused. Returns the builds; ``cache``: a
-    folder that keeps them across processes (attention_ref.flash_compile.compile_kernel)."""
+def compile_kernel(kernel, types_: tuple, constants: tuple, arch: str = "sm_90"):
+    """Compile ``kernel`` for ``arch`` with Triton's own compiler: a Build (registers, spills,
+    shared memory), or the compiler's error (attention_ref.flash_compile.compile_kernel)."""
     if UNAVAILABLE:
         raise RuntimeError(UNAVAILABLE)
+    return flash_compile.compile_kernel(kernel, types_, constants, arch)
+
+
+def compiled_as(kind: str, gpu_sizes: bool = False) -> tuple:
+    """(types, constants) a kernel of ``kind`` is compiled with: :data:`COMPILED_AS`, or with
+    ``gpu_sizes`` the head dimension and blocks of :data:`GPU_SIZES`."""
     types_, constants = COMPILED_AS[kind]
-    return flash_compile.expect_compiles(kernel, name, types_, constants, show=show, cache=cache)
+    if not gpu_sizes or kind == "softmax":
+        return types_, constants
+
+    def resized(values: tuple) -> tuple:
+        return (GPU_SIZES["D"], GPU_SIZES["BLOCK"], GPU_SIZES["BLOCK"], *values[3:])
+
+    if isinstance(constants, dict):
+        return types_, {arch: resized(values) for arch, values in constants.items()}
+    return types_, resized(constants)
+
+
+def expect_compiles(
+    kernel, name: str, kind: str = "forward", *, show=True, cache=None, gpu_sizes=False, archs=None
+):
+    """A test: ``kernel`` compiles for an A100 (sm_80) and an H100 (sm_90) with Triton's own
+    compiler, as :data:`COMPILED_AS` ``[kind]`` says (``gpu_sizes``: at :data:`GPU_SIZES`);
+    prints registers, spills and shared memory. Fails with the compiler's message and the line it
+    refused. Returns the builds; ``cache``: a folder that keeps them across processes
+    (attention_ref.flash_compile.compile_kernel)."""
+    if UNAVAILABLE:
+        raise RuntimeError(UNAVAILABLE)
+    types_, constants = compiled_as(kind, gpu_sizes)
+    archs = tuple(flash_compile.ARCHS) if archs is None else archs
+    return flash_compile.expect_compiles(
+        kernel, name, types_, constants, archs=archs, show=show, cache=cache
+    )

@@ -144,7 +144,7 @@ def query_blocks_read(kernel, n_q: int, n_k: int, *, causal=True, block_q=16, bl
     g = torch.Generator().manual_seed(0)
     q, dout = (torch.randn(1, n_q, d, generator=g).to(device) for _ in range(2))
     k, v = (torch.randn(1, n_k, d, generator=g).to(device) for _ in range(2))
-    _, lse = flash.attention(q, k, v, flash.attention_kernel)
+    lse = torch.zeros(1, n_q, device=device)  # any finite values: only NaN matters here
     delta = torch.zeros_like(lse)
     n_blocks_q, n_blocks_k = triton.cdiv(n_q, block_q), triton.cdiv(n_k, block_k)
     read = torch.zeros(n_blocks_k, n_blocks_q, dtype=torch.bool)

@@ -28,6 +28,7 @@ import inspect
 import io
 import json
 import re
+import resource
 import sys
 import tempfile
 import types
@@ -166,6 +167,8 @@ class Build:
     num_warps: int
     ptx_lines: int
     ptxas: str  # ptxas's own report
+    settings: str = ""  # the tl.constexpr values it was compiled with, e.g. "D=64, BLOCK=64"
+    seconds: float = 0.0  # CPU seconds the compile took (ptxas included)
 
     @property
     def spills(self) -> int:
@@ -173,9 +176,9 @@ class Build:
 
     def line(self) -> str:
         return (
-            f"{self.kernel} for {self.arch} ({GPU_NAMES.get(self.arch, self.arch)}): "
-            f"{self.registers} registers per thread, {self.spills} bytes of spills, "
-            f"{self.shared:,} bytes of shared memory, {self.num_warps} warps "
+            f"{self.kernel} for {self.arch} ({GPU_NAMES.get(self.arch, self.arch)}; "
+            f"{self.settings}): {self.registers} registers per thread, {self.spills} bytes of "
+            f"spills, {self.shared:,} bytes of shared memory, {self.num_warps} warps "
             f"({self.ptx_lines:,} lines of PTX)"
         )
 
@@ -240,7 +243,8 @@ def compile_kernel(
 
 
 def _cache_file(key: tuple, cache: Path) -> Path:
-    digest = hashlib.sha256(repr((key, triton.__version__)).encode()).hexdigest()[:24]
+    schema = tuple(f.name for f in dataclasses.fields(Build))  # a report of another shape: anew
+    digest = hashlib.sha256(repr((key, triton.__version__, schema)).encode()).hexdigest()[:24]
     return Path(cache) / f"{key[0][:8]}-{digest}.json"
 
 
@@ -271,8 +275,17 @@ def _signature(jit: JITFunction, types_: tuple, constants: tuple) -> tuple[dict,
     return signature, constexprs
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (ptxas)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _build(jit: JITFunction, signature: dict, constexprs: dict, arch: str) -> Build:
-    log = io.StringIO()
+    log, started = io.StringIO(), _cpu_seconds()
     with knobs.nvidia.scope(), knobs.compilation.scope(), knobs.cache.scope():
         knobs.nvidia.dump_ptxas_log = True  # ptxas -v's report, printed by Triton: captured
         knobs.compilation.always_compile = True
@@ -291,6 +304,8 @@ def _build(jit: JITFunction, signature: dict, constexprs: dict, arch: str) -> Bu
         num_warps=int(compiled.metadata.num_warps),
         ptx_lines=compiled.asm["ptx"].count("\n"),
         ptxas=log.getvalue().strip(),
+        settings=", ".join(f"{name}={value}" for name, value in constexprs.items()),
+        seconds=round(_cpu_seconds() - started, 3),
         **report,
     )
 
@@ -364,11 +379,14 @@ def expect_compiles(
     kernel, name: str, types_: tuple, constants: tuple, archs=tuple(ARCHS), show=True, cache=None
 ) -> list[Build]:
     """A test: ``kernel`` compiles for every GPU of ``archs`` (default: sm_80 and sm_90); print
-    what the compiler made of it. Fails with the compiler's message and the line it refused."""
+    what the compiler made of it. Fails with the compiler's message and the line it refused.
+    ``constants`` may differ by GPU: {arch: constants} (a kernel with a tl.constexpr switch is
+    compiled with it off for one GPU and on for the other, so that both of its branches are)."""
     builds = []
     for arch in archs:
+        values = constants[arch] if isinstance(constants, dict) else constants
         try:
-            builds.append(compile_kernel(kernel, types_, constants, arch, cache))
+            builds.append(compile_kernel(kernel, types_, values, arch, cache))
         except TypeError as error:
             raise AssertionError(f"{name}: {error}") from None
         except Exception as error:  # noqa: BLE001 -- any refusal of the compiler fails the test
@@ -382,11 +400,11 @@ def expect_compiles(
 def builds_table(builds: list[Build]) -> str:
     """Registers, spills and shared memory of several builds, one row each."""
     columns = ("registers", "spills", "shared", "warps")
-    head = f"{'kernel':34s} {'GPU':6s} " + " ".join(f"{c:>10s}" for c in columns)
+    head = f"{'kernel':32s} {'GPU':6s} " + " ".join(f"{c:>9s}" for c in columns) + "  settings"
     rows = [head, "-" * len(head)]
     for b in builds:
         rows.append(
-            f"{b.kernel:34s} {b.arch:6s} {b.registers:10d} {b.spills:10d} {b.shared:10,d} "
-            f"{b.num_warps:10d}"
+            f"{b.kernel:32s} {b.arch:6s} {b.registers:9d} {b.spills:9d} {b.shared:9,d} "
+            f"{b.num_warps:9d}  {b.settings}"
         )
     return "\n".join(rows)
