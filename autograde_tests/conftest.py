@@ -13,6 +13,7 @@ import torch
 
 from attention_ref.pt import available_devices
 
+from .durations import SuiteClock
 from .shared import CHROMIUM, CHROMIUM_ARGS, MEASURED
 
 DEVICES = available_devices()
@@ -31,6 +32,7 @@ GROUPS = {
     "test_book.py": "book",
     "test_book_browser.py": "book",
     "test_learner_tools.py": "book",
+    "test_skipped_cells.py": "skipped-cells",  # one small course, graded once for its tests
 }
 CHAIN_LESSON = re.compile(r"\[(?:mistake-|alternative-)?(lesson\d+)")
 
@@ -44,6 +46,24 @@ def group_of(nodeid: str) -> str | None:
         lesson = CHAIN_LESSON.search(nodeid)
         return f"chain-{lesson.group(1)}" if lesson else None
     return GROUPS.get(parts[1])
+
+
+def pytest_configure(config):
+    """The table of how long each suite took, at the end of the run (durations.py)."""
+    config.pluginmanager.register(SuiteClock(), "suite-clock")
+
+
+# Tests that carry none of the markers pyproject.toml registers (what a suite needs: chain, book,
+# browser, hub, ...), noted at collection for test_worker_groups.py to name: `make test-fast` and
+# every run with -m select by these markers, and an unmarked test would be left out unseen.
+UNDECLARED: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items):
+    declared = {line.split(":")[0].strip() for line in config.getini("markers")}
+    UNDECLARED[:] = [
+        item.nodeid for item in items if not declared & {m.name for m in item.iter_markers()}
+    ]
 
 
 @pytest.fixture(params=DEVICES, ids=str)

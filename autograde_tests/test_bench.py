@@ -13,6 +13,8 @@ from coursekit import bench
 from coursekit.bench.cli import main as bench_main
 from coursekit.bench.triton_kernels import backward_rows
 
+pytestmark = pytest.mark.bench
+
 
 def test_every_section_runs_on_toy_sizes(capsys):
     bench_main(["--tiny"])

@@ -8,17 +8,20 @@ import html
 import os
 import re
 import subprocess
+import warnings
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from coursekit.course import expected_time
 from coursekit.course.lessons import ROOT, Lesson, all_lessons
 from coursekit.publishing import book as publishing
+from coursekit.publishing import quoted_output
 
 from .leaks import hidden_test_lines, released_code
 
-pytestmark = pytest.mark.book
+pytestmark = [pytest.mark.book, pytest.mark.make]
 HTML = ROOT / "book" / "_build" / "solutions" / "_build" / "html"
 # How a lesson folds a hint (a markdown cell): <details><summary>HINT_SUMMARY</summary> ...
 HINT_SUMMARY = "Hint (open it only if you are stuck)"
@@ -81,6 +84,22 @@ def test_solutions_are_folded_and_hidden_tests_absent(book, lesson):
     everything += (book / "searchindex.js").read_text(encoding="utf-8")
     leaked = [line for line in hidden if line in everything]
     assert not leaked, f"hidden test lines are in the book: {leaked[:3]}"
+
+
+@pytest.mark.parametrize("lesson", all_lessons(), ids=lambda item: item.assignment)
+def test_text_quoted_from_output_is_what_the_executed_lesson_printed(book, lesson):
+    """Each string a lesson's `<!-- from output: ... -->` lists is in its cell's text and in the
+    printed text of an earlier cell of the page as the book executed it (from the build's cache:
+    nothing runs again). Numbers the prose may quote without marking them are a warning."""
+    found = quoted_output.problems(lesson)
+    assert not found, f"{lesson.assignment}: text and output disagree:\n  " + "\n  ".join(found)
+    candidates = quoted_output.unmarked(quoted_output.executed_lesson(lesson))
+    if candidates:
+        warnings.warn(
+            f"{lesson.assignment}: numbers in the prose that a cell above printed, not marked"
+            " <!-- from output: ... --> (mark them if quoted):\n  " + "\n  ".join(candidates),
+            stacklevel=1,
+        )
 
 
 def test_math_is_served_by_a_local_mathjax(book):
@@ -230,17 +249,22 @@ def test_every_lesson_states_its_expected_time():
     assert not missing, "\n".join(missing)
 
 
-def test_course_map_times_come_from_the_lessons(tmp_path):
+def test_course_map_times_are_computed_by_the_stated_method(tmp_path):
+    """The course map shows each lesson's computed time (whatever its line says: a test of its
+    own holds the line to it), the total, and the method in words."""
     lessons = _lessons_with_times(tmp_path, [50, 70, 100])
     values = publishing.substitutions(lessons, "", "main")
-    assert values["time_lesson01"] == "50\u00a0min" and values["time_lesson03"] == "100\u00a0min"
-    assert values["total_time"] == "about 220 minutes (3½ hours)"
+    computed = [expected_time.computed_minutes(item) for item in lessons]
+    assert values["time_lesson01"] == f"{computed[0]}\u00a0min"
+    assert values["total_time"] == publishing.hours(sum(computed))
+    assert values["time_method"] == expected_time.METHOD
+    assert publishing.hours(220) == "about 220 minutes (3½ hours)"
     assert publishing.hours(60) == "about 60 minutes (1 hour)"
 
 
 def test_a_lesson_without_its_expected_time_stops_the_build_and_says_which(tmp_path):
     lessons = _lessons_with_times(tmp_path, [50, None, 40])
-    with pytest.raises(SystemExit, match=r"solutions/lesson02/topic2\.md: no line"):
+    with pytest.raises(SystemExit, match=r"solutions/lesson02/topic2\.md: no single line"):
         publishing.substitutions(lessons, "", "main")
 
 
@@ -254,7 +278,7 @@ def test_the_course_map_lists_every_lesson_with_its_time():
             f"book/intro.md: the course map has no row for {lesson.assignment} ending in its"
             f" time, {{{{ time_{lesson.assignment} }}}}"
         )
-    assert "{{ total_time }}" in intro
+    assert "{{ total_time }}" in intro and "{{ time_method }}" in intro
 
 
 def test_the_built_course_map_shows_each_lesson_time_and_the_total(book):

@@ -23,7 +23,7 @@ from coursekit.course.lessons import ROOT
 
 from .test_book import HINT_SUMMARY, HTML, book  # noqa: F401 -- the fixture that builds the book
 
-pytestmark = pytest.mark.book
+pytestmark = [pytest.mark.book, pytest.mark.browser]
 SCREENSHOTS = HTML.parent.parent.parent / "screenshots"
 # axe-core, fetched from the npm registry at the version the Makefile pins (like MathJax).
 AXE = ROOT / "build" / "axe-core" / "axe.min.js"

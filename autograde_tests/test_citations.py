@@ -16,6 +16,8 @@ import pytest
 
 from coursekit.course.lessons import ROOT
 
+pytestmark = pytest.mark.unit
+
 # "seed 001", "Seed\n003", "seed notes", "seed texts", "shared/seeds": never a random seed
 # ("manual_seed(0)", "the same rng seed", "for seed, line in ...").
 SEED_NOTE = re.compile(
@@ -31,6 +33,7 @@ LEARNER_FACING = (
     "coursekit/publishing/*.py",  # the text it writes into the book's pages
     "solutions/attention_ref/**/*.py",
     "README.md",
+    "docs/*.md",  # the contributors' guide and the grading defences, which instructors read too
 )
 
 

@@ -16,9 +16,12 @@ import pytest
 from coursekit.course.lessons import ROOT
 from coursekit.grading import compilers
 
-pytestmark = pytest.mark.skipif(
-    not compilers.bundled_tools(), reason="Triton (Linux only) is not installed here"
-)
+pytestmark = [
+    pytest.mark.unit,
+    pytest.mark.skipif(
+        not compilers.bundled_tools(), reason="Triton (Linux only) is not installed here"
+    ),
+]
 
 
 def _tool(name: str = "ptxas") -> str:

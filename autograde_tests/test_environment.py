@@ -6,7 +6,10 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 CONDA_TO_PIP = {"pytorch": "torch"}  # conda-forge names that differ from PyPI's

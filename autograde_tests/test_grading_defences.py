@@ -20,6 +20,8 @@ from coursekit.course.sources import source_to_notebook
 from coursekit.grading import integrity
 from coursekit.grading.feedback import REDACTED, HideHiddenTests
 
+pytestmark = pytest.mark.unit
+
 LESSONS = all_lessons()
 
 

@@ -1,5 +1,6 @@
 """The architecture the tree claims, checked: imports run one way, the reference library stands
-alone, functions fit on a screen, and the README's drawing of the layers is the real one."""
+alone, functions fit on a screen, and the drawing of the layers in the contributors' guide
+(docs/contributing.md) is the real one."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 # coursekit's subpackages, lowest first: each may import its own and lower layers only.
@@ -123,12 +126,13 @@ def test_every_function_fits_on_a_screen(folder):
     assert not long, f"functions over {LONGEST} lines: split them into named steps: {long}"
 
 
-def test_the_readme_draws_the_layers_as_they_are():
-    """The README's 'Layout' section lists each subpackage with what it imports from the others."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_contributors_guide_draws_the_layers_as_they_are():
+    """docs/contributing.md's 'Layout' section lists each subpackage with what it imports from the
+    others."""
+    text = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
     drawn = {}
     for name, uses in re.findall(r"^\s*coursekit/(\w+)/\s.*?(?:uses: ([\w, ]+))?$", text, re.M):
         drawn[name] = set(filter(None, (u.strip() for u in uses.split(","))))
-    assert set(drawn) == set(LAYERS), f"the README's layout names {sorted(drawn)}"
+    assert set(drawn) == set(LAYERS), f"docs/contributing.md's layout names {sorted(drawn)}"
     real = {name: {b for a, b in coursekit_edges() if a == name} for name in LAYERS}
-    assert drawn == real, f"README says {drawn}; the code imports {real}"
+    assert drawn == real, f"docs/contributing.md says {drawn}; the code imports {real}"

@@ -41,6 +41,7 @@ def course_root(tmp_path):
     return tmp_path
 
 
+@pytest.mark.unit
 def test_workspace_never_overwrites_the_learners_copy(course_root):
     mine = course_root / "work" / LESSON.assignment / f"{LESSON.name}.ipynb"
     assert workspace.sync_workspace(course_root) == [
@@ -111,6 +112,7 @@ def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_
     assert "A sentence added to the lesson." in release.read_text()
 
 
+@pytest.mark.make
 def test_make_lab_serves_jupyterlab_on_the_learners_copy(tmp_path):
     """`make lab` starts a real JupyterLab on work/ (here headless, on a free local port)."""
     import socket

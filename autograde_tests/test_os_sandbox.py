@@ -20,8 +20,6 @@ from coursekit.learner import selfcheck
 
 from .sandboxes import require_bubblewrap
 
-pytestmark = pytest.mark.chain
-
 
 def _binds(command: list[str]) -> list[str]:
     """The host paths a bubblewrap command binds into the box."""
@@ -29,6 +27,7 @@ def _binds(command: list[str]) -> list[str]:
     return [command[i + 1] for i, arg in enumerate(command[:-1]) if arg in binds]
 
 
+@pytest.mark.bubblewrap
 def test_the_box_holds_the_environment_and_the_files_handed_in_not_the_course(tmp_path):
     require_bubblewrap()
     work = tmp_path / "course" / "autograded" / "me" / "lesson01"
@@ -54,6 +53,7 @@ def test_the_box_holds_the_environment_and_the_files_handed_in_not_the_course(tm
     assert not box.folder.exists(), "the box's folder outlives its kernel"
 
 
+@pytest.mark.unit
 def test_grading_refuses_to_start_without_bubblewrap_unless_told(monkeypatch, tmp_path):
     monkeypatch.setattr(bwrap, "unavailable", lambda: "bubblewrap (bwrap) is not installed")
     lesson = classgrade.find_lesson("lesson01")
@@ -66,6 +66,7 @@ def test_grading_refuses_to_start_without_bubblewrap_unless_told(monkeypatch, tm
     assert bwrap.nbgrader_flags(python_only=True) == [bwrap.PYTHON_ONLY_FLAG]
 
 
+@pytest.mark.unit
 def test_a_dask_worker_without_bubblewrap_is_named_before_grading(monkeypatch, tmp_path):
     from coursekit.grading.batch import course_visible
 
@@ -75,6 +76,7 @@ def test_a_dask_worker_without_bubblewrap_is_named_before_grading(monkeypatch, t
     assert "not installed" not in course_visible(str(tmp_path), "digest", str(tmp_path))
 
 
+@pytest.mark.unit
 def test_make_check_falls_back_to_the_python_only_sandbox_with_a_notice(monkeypatch, capsys):
     monkeypatch.setattr(bwrap, "unavailable", lambda: "this is darwin")
     selfcheck._sandbox_flags.cache_clear()
@@ -129,6 +131,7 @@ async def _run_in_box(cwd: Path, code: str) -> dict:
     return json.loads("".join(out).strip().splitlines()[-1])
 
 
+@pytest.mark.bubblewrap
 def test_a_kernel_in_the_box(tmp_path):
     """No network, no other process, an unprivileged uid of its own, a process limit, a
     read-only environment, a writable folder and home of its own."""
@@ -156,6 +159,7 @@ def test_a_kernel_in_the_box(tmp_path):
     assert facts["backend"].lower() == "agg", facts  # figures made, not drawn (draw_figures)
 
 
+@pytest.mark.unit
 def test_figures_are_drawn_only_when_the_instructor_asks():
     from coursekit.grading.sandbox import INLINE_BACKEND, SandboxKernelManager
 

@@ -1,11 +1,15 @@
 """How `make test` deals the tests to its pytest-xdist workers (conftest.py): a suite that shares
-one set-up stays on one worker, and each lesson of the grading chain is one group."""
+one set-up stays on one worker, and each lesson of the grading chain is one group; and the
+markers that let `make test-fast` and `-m` pick suites by what they need."""
 
 from __future__ import annotations
 
 import pytest
 
+from . import conftest
 from .conftest import group_of
+
+pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize(
@@ -35,3 +39,12 @@ from .conftest import group_of
 )
 def test_each_suite_is_one_group(nodeid, group):
     assert group_of(nodeid) == group
+
+
+def test_every_test_says_what_it_needs():
+    """Each test carries at least one marker of pyproject.toml's list (``pytestmark`` in its
+    module, or its folder's conftest.py), so that a selection by marker never drops it unseen."""
+    assert not conftest.UNDECLARED, (
+        "tests without a marker saying what they need (pyproject.toml lists them): "
+        + ", ".join(conftest.UNDECLARED[:10])
+    )

@@ -134,7 +134,8 @@ def _feedback_and_export(course, assignment):
 @pytest.fixture(scope="session")
 def feedback(graded):
     """lesson -> its courses, after nbgrader generate_feedback and export ran in each, as the
-    README's instructor flow runs them (once per lesson, its courses side by side)."""
+    book's instructor page (book/grading.md) runs them (once per lesson, its courses side by
+    side)."""
     done: dict = {}
 
     def run(lesson):

@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from autograde_tests.leaks import hidden_test_lines
 from coursekit.classroom import accounts
@@ -36,6 +37,8 @@ from coursekit.grading.results import read_results
 
 from . import pages
 from .conftest import SHOTS, as_grader
+
+pytestmark = [pytest.mark.hub, pytest.mark.accounts, pytest.mark.browser, pytest.mark.chain]
 
 LESSON = find_lesson("lesson01")
 NOTEBOOK = f"{LESSON.assignment}/{LESSON.name}.ipynb"

@@ -4,7 +4,10 @@ and have no formgrader of their own."""
 
 from __future__ import annotations
 
+import pytest
 import requests
+
+pytestmark = [pytest.mark.hub, pytest.mark.accounts]
 
 
 def _logged_in(hub_url: str, user: str, password: str) -> tuple[requests.Session, int]:

@@ -17,11 +17,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
+import pytest
 
 from coursekit.course.lessons import lesson as find_lesson
 
 from .conftest import NUMBERS, as_grader
 from .hubclient import StudentClient
+
+pytestmark = [pytest.mark.hub, pytest.mark.accounts]
 
 LESSON = find_lesson("lesson01")
 NOTEBOOK = f"{LESSON.assignment}/{LESSON.name}.ipynb"

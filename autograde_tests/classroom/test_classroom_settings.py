@@ -8,6 +8,8 @@ import pytest
 from coursekit.classroom import accounts, hubconfig, settings
 from coursekit.classroom.__main__ import setup
 
+pytestmark = pytest.mark.unit
+
 COURSE = """[course]
 id = "attention-course"
 grader = "grader-x"

@@ -18,6 +18,8 @@ from traitlets.config import Config
 from coursekit.classroom import settings
 from coursekit.course.lessons import ROOT
 
+pytestmark = pytest.mark.unit
+
 K8S = ROOT / "classroom" / "kubernetes"
 MOUNTED = "/srv/classroom"  # where the hub and the servers see course.toml and roster.csv
 

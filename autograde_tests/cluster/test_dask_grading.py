@@ -30,6 +30,8 @@ from coursekit.grading.tempcourse import GradingError
 
 from .conftest import LESSON, copy_course, stop
 
+pytestmark = [pytest.mark.chain, pytest.mark.cluster]
+
 SIZE = 8  # three solved, one blank, two planted mistakes, two broken: four batches of two
 OPTIONS = ["--timeout", "10"]  # the synthetic class's cells are quick; a loaded machine is slow
 EXTRA = ["--Execute.timeout=10"]

@@ -27,7 +27,7 @@ from ..leaks import hidden_test_lines
 from ..sandboxes import nbgrader_flags
 from .conftest import EXTRA, LESSON
 
-pytestmark = pytest.mark.chain
+pytestmark = [pytest.mark.chain, pytest.mark.hostile]
 
 SOLVED, WRONG, BLANK = "solved", "wrong", "blank"
 LOOKUP = {"test_dot_scores", "test_soft_lookup"}  # what a broken dot_scores takes down with it

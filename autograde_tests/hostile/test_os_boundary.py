@@ -6,8 +6,8 @@ a class is: bubblewrap and the audit hook) every attempt must fail inside the ke
 operating-system error, the rest of the notebook be graded (test_bad_submissions.py: full
 marks, held), and the bait be untouched. The same notebooks are then graded twice more, in
 courses of their own: in bubblewrap without the audit hook (what the boundary stops on its own)
-and in the Python-only sandbox (what the audit hook stops on its own); the README's table of
-defences is this test's table (printed with ``-s``).
+and in the Python-only sandbox (what the audit hook stops on its own); the table of defences in
+docs/grading-defences.md is this test's table (printed with ``-s``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from coursekit.grading import tempcourse as grading
 from ..sandboxes import require_bubblewrap
 from .conftest import EXTRA, LESSON, VICTIM_TEXT
 
-pytestmark = pytest.mark.chain
+pytestmark = [pytest.mark.chain, pytest.mark.hostile, pytest.mark.bubblewrap]
 
 OS_KINDS = badsubmissions.OS_KINDS
 # The messages of operating-system errors (errno's words), as Python or torch report them.
@@ -141,10 +141,10 @@ def test_the_os_boundary_alone_stops_every_attempt(layers):
 
 
 def test_what_the_python_only_sandbox_stops_and_what_it_does_not(layers):
-    """The README's table says this: the audit hook refuses what it sees at the Python level
-    (file reads and writes in the course and the grader's home, other processes' environment,
-    connections, processes) and nothing done natively (a memory map made by torch); it lets a
-    kernel list every process of the machine."""
+    """The table of docs/grading-defences.md says this: the audit hook refuses what it sees at the
+    Python level (file reads and writes in the course and the grader's home, other processes'
+    environment, connections, processes) and nothing done natively (a memory map made by torch);
+    it lets a kernel list every process of the machine."""
     python = layers["Python-only sandbox"]
     for kind in OS_KINDS:
         for attempt in python[kind]:

@@ -2,6 +2,19 @@
 TRITON_INTERPRET=1 set when it is first imported, by whichever module imports it first (PyTorch's
 compiler may), on a machine without a CUDA GPU (attention_ref._triton_mode)."""
 
+from pathlib import Path
+
+import pytest
+
 from attention_ref._triton_mode import choose_interpreter
 
 choose_interpreter()
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items):
+    """Every test of this folder needs numpy, torch and pytest only: the `reference` marker."""
+    for item in items:
+        if HERE in Path(item.path).parents:
+            item.add_marker(pytest.mark.reference)

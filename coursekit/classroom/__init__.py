@@ -6,6 +6,7 @@
     accounts.py      system accounts from the roster (private homes, own passwords)
     coursefolder.py  the grader's course folder (a copy of this repository) and the exchange
     hubconfig.py     what classroom/jupyterhub_config.py sets: roles, the formgrader service, ports
+    reach.py         can every account reach what its server runs? (checked before setup)
     hubprocess.py    start, wait for and stop a hub (make hub, the tests)
     __main__.py      python -m coursekit.classroom up | setup | remove
 

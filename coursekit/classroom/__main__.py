@@ -15,7 +15,7 @@ import shutil
 import signal
 import sys
 
-from coursekit.classroom import accounts, coursefolder, hubconfig, hubprocess, settings
+from coursekit.classroom import accounts, coursefolder, hubconfig, hubprocess, reach, settings
 
 
 def setup(room: settings.Classroom, shared: str | None = None, renew: bool = False) -> dict:
@@ -24,6 +24,7 @@ def setup(room: settings.Classroom, shared: str | None = None, renew: bool = Fal
         raise settings.ClassroomError(
             f"a shared password is for a hub on loopback only, not on {room.ip}"
         )
+    reach.require_reachable(room)  # before any account is made
     names = [m.username for m in room.roster]
     passwords = accounts.ensure(names, room.home_base, room.state, shared=shared, renew=renew)
     accounts.ensure_grader(room.grader, room.home_base, room.state)

@@ -18,6 +18,15 @@ def is_solution(cell) -> bool:
     return bool(nbgrader_meta(cell).get("solution"))
 
 
+def is_autograded_answer(cell) -> bool:
+    """An exercise the tests grade: a code cell the learner answers that earns no points itself
+    (nbgrader's "Autograded answer": solution, not graded). Its points are in the test cells
+    after it. A manually graded answer (graded and a solution: free text, or code a person
+    reads) is not one."""
+    meta = nbgrader_meta(cell)
+    return cell.get("cell_type") == "code" and bool(meta.get("solution")) and not meta.get("grade")
+
+
 def is_test(cell) -> bool:
     """A graded test cell (graded, not a solution)."""
     meta = nbgrader_meta(cell)

@@ -28,6 +28,8 @@ FILENAME = "mistakes.yml"
 ALTERNATIVES = "alternatives.yml"
 _FIELDS = {"name", "cell", "old", "new", "fails", "why"}
 _ALTERNATIVE_FIELDS = {"name", "cell", "source", "why"}
+# A mistakes.yml's top level: ``contracts`` is read by coursekit.course.contracts.
+_SECTIONS = {"everyday", "mistakes", "contracts"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class Mistake:
 def _read(path: Path) -> tuple[list[Mistake], list[str]]:
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     lesson = path.parent.name
+    unknown = sorted(set(data) - _SECTIONS) if isinstance(data, dict) else [type(data).__name__]
+    if unknown:  # a misspelt `everday:` would quietly grade no mistake every day
+        raise ValueError(f"{path}: unknown sections {unknown}; it has {sorted(_SECTIONS)}")
     found = []
     for entry in data.get("mistakes", []):
         unknown = set(entry) - _FIELDS
@@ -76,6 +81,11 @@ def _read(path: Path) -> tuple[list[Mistake], list[str]]:
     return found, everyday
 
 
+def read_mistakes(path: Path) -> list[Mistake]:
+    """The planted mistakes in one lesson's mistakes.yml (none if it has no such file)."""
+    return _read(path)[0] if path.exists() else []
+
+
 def _files(root: Path) -> list[Path]:
     return sorted((root / SOLUTIONS).glob(f"lesson*/{FILENAME}"))
 
@@ -94,27 +104,32 @@ def everyday_mistakes(root: Path = ROOT) -> list[Mistake]:
     return found
 
 
-def all_alternatives(root: Path = ROOT) -> list[Mistake]:
-    """Every lesson's alternative correct answers (``alternatives.yml``), as mistakes that fail
-    nothing: each replaces the whole of its solution cell."""
+def read_alternatives(folder: Path) -> list[Mistake]:
+    """The alternative correct answers in a lesson folder's alternatives.yml (none without one),
+    as mistakes that fail nothing: each replaces the whole of its solution cell."""
+    path = folder / ALTERNATIVES
+    if not path.exists():
+        return []
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     found = []
-    for path in sorted((root / SOLUTIONS).glob(f"lesson*/{ALTERNATIVES}")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        for entry in data.get("alternatives", []):
-            unknown, missing = (
-                set(entry) - _ALTERNATIVE_FIELDS,
-                {"name", "cell", "source"} - set(entry),
+    for entry in data.get("alternatives", []):
+        unknown, missing = set(entry) - _ALTERNATIVE_FIELDS, {"name", "cell", "source"} - set(entry)
+        if unknown or missing:
+            raise ValueError(
+                f"{path}: alternative {entry.get('name')!r} has unknown fields "
+                f"{sorted(unknown)} or lacks {sorted(missing)}"
             )
-            if unknown or missing:
-                raise ValueError(
-                    f"{path}: alternative {entry.get('name')!r} has unknown fields "
-                    f"{sorted(unknown)} or lacks {sorted(missing)}"
-                )
-            found.append(
-                Mistake(path.parent.name, entry["name"], entry["cell"], "", entry["source"],
-                        frozenset(), entry.get("why", ""), kind="alternative")
-            )  # fmt: skip
+        found.append(
+            Mistake(folder.name, entry["name"], entry["cell"], "", entry["source"],
+                    frozenset(), entry.get("why", ""), kind="alternative")
+        )  # fmt: skip
     return found
+
+
+def all_alternatives(root: Path = ROOT) -> list[Mistake]:
+    """Every lesson's alternative correct answers (``alternatives.yml``)."""
+    folders = sorted(path.parent for path in (root / SOLUTIONS).glob(f"lesson*/{ALTERNATIVES}"))
+    return [m for folder in folders for m in read_alternatives(folder)]
 
 
 def lesson_mistakes(assignment: str, root: Path = ROOT) -> list[Mistake]:

@@ -13,6 +13,10 @@ nbgrader_config.py puts them into nbgrader's own pipeline, so the stock commands
   crash), ignores the timeout's interrupt, or breaks the guard, the kernel is replaced and the
   notebook is run again without that cell, so the rest is graded; stock nbgrader drops the whole
   submission.
+  Cells the lesson marks as skipped when grading (coursekit.course.skipped: demonstrations
+  that no grade depends on) are not run: which they are is read from the course's source
+  notebook by grade_id, and only a cell whose source is the course's own (OverwriteCells put it
+  back) is skipped, so a submission that tags or renames its cells gains nothing.
 * :class:`HoldForReview` (after SaveAutoGrades): records what was found in the autograded
   notebook's metadata (``coursekit.findings``) and, when something needs review, holds the
   submission's points in the gradebook: every grade gets manual score 0 and "needs manual
@@ -33,6 +37,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 
+from coursekit.course import skipped
 from coursekit.course.cells import grade_id, is_graded
 from coursekit.grading import integrity
 from coursekit.grading.holds import hold, is_accepted, release
@@ -81,6 +86,10 @@ def _error(ename: str, evalue: str) -> NotebookNode:
     )
 
 
+def _not_run_note() -> NotebookNode:
+    return NotebookNode(output_type="stream", name="stdout", text=skipped.NOTE)
+
+
 class _CellRejected(Exception):
     def __init__(self, index: int, reason: str):
         super().__init__(reason)
@@ -126,6 +135,9 @@ class GuardedExecute(Execute):
         self._check_assign_resources(resources)
         ref = _reference(self.config, resources or {})
         self._trusted = ref.trusted if ref else {}
+        self._skipped = ref.skipped if ref else {}
+        for problem in ref.skip_refused if ref else []:
+            self.log.warning("coursekit: every cell is run, none skipped: %s", problem)
         self._findings = [
             Finding.from_dict(f) for f in nb.metadata.get(META, {}).get("findings", [])
         ]
@@ -211,6 +223,9 @@ class GuardedExecute(Execute):
                 )
             for index, cell in enumerate(self.nb.cells):
                 if cell.cell_type != "code" or index in rejected:
+                    continue
+                if self._skipped.get(grade_id(cell)) == cell.source:
+                    cell.outputs = [_not_run_note()]  # the feedback says why it shows nothing
                     continue
                 try:
                     self._asked_exit = False

@@ -19,9 +19,11 @@ What is decided at build time goes into the configuration the build uses
   ``BOOK_REPOSITORY=``): each lesson page's Colab and Binder links and the pages' ``git clone``
   use it. Without one the book offers each student notebook as a download and names no address,
   since any address written in advance would be a guess that leads nowhere;
-* each lesson's expected time, read from the line ``**Expected time:** about N minutes`` at the
-  top of its source, and their total, which the course map on the intro page shows through MyST
-  substitutions (``{{ time_lesson01 }}``, ``{{ total_time }}``).
+* each lesson's expected time, computed from its source by the stated method of
+  coursekit.course.expected_time (which the lesson's top line ``**Expected time:** about N
+  minutes`` states too), their total and the method, which the course map on the intro page
+  shows through MyST substitutions (``{{ time_lesson01 }}``, ``{{ total_time }}``,
+  ``{{ time_method }}``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from coursekit.course import expected_time
 from coursekit.course.lessons import ROOT, Lesson, all_lessons
 from coursekit.course.sources import source_to_notebook
 
@@ -43,7 +46,6 @@ PAGES = BOOK / "lessons"  # generated, git-ignored
 EDITIONS = ("solutions", "student")
 MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", re.MULTILINE)
 MARKDOWN_LINK = re.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
-EXPECTED_TIME = re.compile(r"^\*\*Expected time:\*\* about (\d+) minutes[ \t]*$", re.MULTILINE)
 # Colab opens notebooks from GitHub only, so the repository is a GitHub one.
 GITHUB = re.compile(r"^https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 
@@ -62,16 +64,17 @@ def repository_slug(url: str) -> str:
 
 
 def expected_minutes(item: Lesson) -> int:
-    """The minutes the lesson's own top line promises: ``**Expected time:** about N minutes``."""
-    found = EXPECTED_TIME.findall(item.source.read_text(encoding="utf-8"))
-    if len(found) != 1:
+    """The lesson's expected time, computed by the course's stated method
+    (coursekit.course.expected_time); the lesson states it in its top line, which must exist
+    (a test holds the two equal)."""
+    if expected_time.stated_minutes(item) is None:
         raise SystemExit(
-            f"{item.source.relative_to(item.root)}: "
-            + ("no line" if not found else f"{len(found)} lines")
-            + " '**Expected time:** about N minutes'; a lesson states its expected time once, at"
-            " its top, and the book's course map lists it (and the total) from there"
+            f"{item.source.relative_to(item.root)}: no single line"
+            " '**Expected time:** about N minutes'; a lesson states its expected time once, at"
+            " its top (`python -m coursekit.course.expected_time --write` writes it), and the"
+            " book's course map lists it (and the total)"
         )
-    return int(found[0])
+    return expected_time.computed_minutes(item)
 
 
 def hours(minutes: int) -> str:
@@ -88,6 +91,7 @@ def substitutions(lessons: list[Lesson], slug: str, branch: str) -> dict[str, st
     # "50 min" with a no-break space: a narrow table column would put "min" on a line of its own
     values = {f"time_{assignment}": f"{m}\u00a0min" for assignment, m in minutes.items()}
     values["total_time"] = hours(sum(minutes.values()))
+    values["time_method"] = expected_time.METHOD
     if slug:
         url = f"https://github.com/{slug}"
         values["the_repository"] = f"[the course's repository]({url})"
@@ -173,17 +177,25 @@ def launch_header(item: Lesson, slug: str, branch: str) -> nbformat.NotebookNode
     )
 
 
+def lesson_page(
+    item: Lesson, edition: str, slug: str = "", branch: str = "main", urls: dict | None = None
+) -> nbformat.NotebookNode:
+    """The lesson's page as the book builds it (unexecuted): book/lessons/<name>.ipynb."""
+    if edition == "student":
+        page = student_page(nbformat.read(item.student_notebook, as_version=4))
+    else:
+        page = solutions_page(source_to_notebook(item.source))
+    page = link_citations(page, bibliography_urls() if urls is None else urls)
+    page.cells.insert(1, launch_header(item, slug, branch))  # under the title and its intro
+    return page
+
+
 def write_pages(edition: str, slug: str = "", branch: str = "main") -> list[Path]:
     """Write book/lessons/<name>.ipynb for every lesson; only pages whose text changed."""
     PAGES.mkdir(exist_ok=True)
     written, urls = [], bibliography_urls()
     for item in all_lessons():
-        if edition == "student":
-            page = student_page(nbformat.read(item.student_notebook, as_version=4))
-        else:
-            page = solutions_page(source_to_notebook(item.source))
-        page = link_citations(page, urls)
-        page.cells.insert(1, launch_header(item, slug, branch))  # under the title and its intro
+        page = lesson_page(item, edition, slug, branch, urls)
         target = PAGES / f"{item.name}.ipynb"
         text = nbformat.writes(page) + "\n"
         if not target.exists() or target.read_text(encoding="utf-8") != text:

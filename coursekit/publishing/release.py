@@ -9,7 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from coursekit.course.lessons import ROOT, all_lessons, lesson
+import nbformat
+
+from coursekit.course import skipped
+from coursekit.course.lessons import ROOT, Lesson, all_lessons, lesson
 from coursekit.course.nbgrader_cli import nbgrader
 from coursekit.course.sources import sync_sources
 
@@ -21,11 +24,22 @@ def release(assignment: str, root: Path = ROOT) -> None:
         raise SystemExit(f"nbgrader generate_assignment {assignment} failed:\n{result.stderr}")
 
 
+def refuse_bad_skips(item: Lesson) -> None:
+    """Stop at a lesson whose cells skipped when grading something later depends on."""
+    found = skipped.problems(nbformat.read(item.source_notebook, as_version=4))
+    if found:
+        raise SystemExit(
+            f"{item.source.relative_to(item.root)}: a cell skipped when grading ({skipped.TAG}) "
+            "must be one no later cell depends on:\n  " + "\n  ".join(found)
+        )
+
+
 def main(argv: list[str]) -> None:
     sync_sources()
     names = argv or [item.assignment for item in all_lessons()]
     for name in names:
         item = lesson(name)
+        refuse_bad_skips(item)
         release(item.assignment)
         print(f"wrote {item.student_notebook.relative_to(ROOT)}")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 
+from coursekit.course import skipped
 from coursekit.course.cells import grade_id, nbgrader_meta
 
 
@@ -56,6 +57,10 @@ class Reference:
     trusted: dict[str, list]  # names the set-up imports: {"np": ["numpy", None], ...}
     graded_functions: set[str]  # functions the learner writes (defined in solution cells)
     release: nbformat.NotebookNode = field(repr=False)
+    # {grade_id: released source} of the cells grading skips (coursekit.course.skipped), read
+    # from the course's source notebook; none while the lesson fails the check (skip_refused)
+    skipped: dict[str, str] = field(default_factory=dict)
+    skip_refused: list[str] = field(default_factory=list)
 
     @property
     def by_id(self) -> dict[str, RefCell]:
@@ -112,7 +117,10 @@ class Reference:
                         for alias in node.names:
                             if alias.name != "*":
                                 trusted[alias.asname or alias.name] = [node.module, alias.name]
-        return cls(assignment, notebook, cells, trusted, functions, release_nb)
+        refused = skipped.problems(source_nb)
+        ids = set() if refused else set(skipped.skipped_ids(source_nb))
+        skip = {c.grade_id: c.source for c in cells if c.grade_id in ids}
+        return cls(assignment, notebook, cells, trusted, functions, release_nb, skip, refused)
 
     @classmethod
     def from_course(

@@ -1,0 +1,67 @@
+"""Checks used by the lessons' test cells, written so that a failure says what is wrong.
+
+Every ``expect_*`` raises AssertionError with a message that names the property that failed
+(and, where one helps, a hint about why), so a learner reads the message, not the test code.
+
+The checks cannot be fooled by replacing what they rely on: each first verifies that the functions
+the tests use (``np.allclose``, ``np.testing.*``, ``torch.allclose``,
+``torch.testing.assert_close``, builtins such as ``isinstance``, the reference library and these
+helpers themselves) are still the objects that were there when this package was imported, and
+fails with a message that says what was replaced.
+
+The parts (import the names from here, ``from attention_ref.testing import expect_close``):
+
+* ``tamper`` -- the snapshot of what the tests rely on, and the check that nothing was replaced;
+* ``checks`` -- values, shapes, errors, dtypes, integers, a tensor's device and dtype;
+* ``ownership`` -- a graded function is the notebook's own, not the reference's answer;
+* ``meta_device`` -- the device contract, checked on PyTorch's meta device on any machine;
+* ``spies`` -- which PyTorch functions (and which methods of an object) a call ran;
+* ``one_pass`` -- a single pass over a row, watched by an ndarray subclass.
+"""
+
+from __future__ import annotations
+
+from . import tamper
+from .checks import (
+    expect_close,
+    expect_dtype,
+    expect_integer,
+    expect_raises,
+    expect_shape,
+    expect_tensor_like,
+    fail,
+    to_numpy,
+)
+from .meta_device import expect_device_agnostic, expect_device_argument
+from .one_pass import expect_one_pass
+from .ownership import expect_own_function, from_library
+from .spies import TorchRecord, expect_does_not_call, record_torch, spy
+from .tamper import library_wrapper, require_untampered
+
+# The names these had when the package was one module (attention_ref/flash.py uses _from_library).
+_fail, _from_library, _require_untampered = fail, from_library, require_untampered
+
+__all__ = [
+    "TorchRecord",
+    "expect_close",
+    "expect_device_agnostic",
+    "expect_device_argument",
+    "expect_does_not_call",
+    "expect_dtype",
+    "expect_integer",
+    "expect_one_pass",
+    "expect_own_function",
+    "expect_raises",
+    "expect_shape",
+    "expect_tensor_like",
+    "fail",
+    "from_library",
+    "library_wrapper",
+    "record_torch",
+    "require_untampered",
+    "spy",
+    "to_numpy",
+]
+
+# Every part is imported now, so the originals recorded include all of their functions.
+tamper.snapshot()

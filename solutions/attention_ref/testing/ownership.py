@@ -1,0 +1,111 @@
+"""Whether a graded function is the notebook's own work, not the reference library's answer."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+from .tamper import require_untampered
+
+
+def _referenced_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _referenced_names(const)
+    return names
+
+
+def from_library(value) -> str | None:
+    """The attention_ref module ``value`` is, or comes from (None when it is not the library's)."""
+    value = getattr(value, "func", value)  # functools.partial(reference, ...)
+    if isinstance(value, types.ModuleType):
+        module = value.__name__
+    else:
+        module = getattr(value, "__module__", "") or ""
+    return module if module.startswith("attention_ref") else None
+
+
+def _undecorated(fn):
+    """``fn`` without the decorators of PyTorch and the standard library that wrap it
+    (``@torch.no_grad()``, ``@torch.inference_mode()``, ``@functools.cache``): the function the
+    notebook wrote. A decorator written in the notebook is kept, and checked like any function."""
+    torch_file = getattr(sys.modules.get("torch"), "__file__", None)
+    torch_dir = torch_file.rsplit("/", 1)[0] + "/" if torch_file else None
+    for _ in range(8):
+        inner = getattr(fn, "__wrapped__", None)
+        code = getattr(fn, "__code__", None)
+        in_torch = bool(torch_dir and code is not None and code.co_filename.startswith(torch_dir))
+        if inner is None or not (in_torch or type(fn).__module__ == "functools"):
+            return fn
+        fn = inner
+    return fn
+
+
+def expect_own_function(fn, name: str) -> None:
+    """``fn`` is a function defined in this notebook, not the reference library's answer.
+
+    Graded exercises must be written in the notebook. A function imported from
+    ``attention_ref`` (or one that calls the library's function of the same name, directly,
+    through a helper of the notebook or an import inside the function) earns nothing; using
+    the library for what *earlier* lessons built is fine. A notebook function decorated with
+    ``@torch.no_grad()`` (or another decorator of PyTorch or functools) is the notebook's own.
+    """
+    require_untampered()
+    fn = _undecorated(fn)
+    if not isinstance(fn, types.FunctionType):
+        raise AssertionError(
+            f"{name} should be a function defined with `def {name}(...)` in "
+            f"this notebook, got {type(fn).__name__}"
+        )
+    if fn.__module__ != "__main__" or fn.__globals__.get("__name__") != "__main__":
+        source = fn.__globals__.get("__name__", fn.__module__)
+        raise AssertionError(
+            f"{name} comes from {source}, not from this notebook: write "
+            f"it here (importing the answer earns no points)"
+        )
+    seen, todo = set(), [fn]
+    while todo:  # fn and the notebook's own functions it calls
+        current = todo.pop()
+        if current.__code__ in seen:
+            continue
+        seen.add(current.__code__)
+        names = _referenced_names(current.__code__)
+        if name in names and any(n.startswith("attention_ref") for n in names):
+            raise AssertionError(
+                f"{name} imports attention_ref and uses its {name}: write it yourself "
+                f"(calling the reference earns no points)"
+            )
+        for ref in names:
+            target = current.__globals__.get(ref)
+            module = from_library(target)
+            if module is not None:
+                if isinstance(target, types.ModuleType) and name in names:
+                    raise AssertionError(
+                        f"{name} calls {module}.{name}: write it yourself "
+                        f"(calling the reference earns no points)"
+                    )
+                if getattr(getattr(target, "func", target), "__name__", None) == name:
+                    raise AssertionError(
+                        f"{name} calls the reference {module}.{name}: write it yourself "
+                        f"(calling the reference earns no points)"
+                    )
+            elif isinstance(target, types.FunctionType) and target.__globals__ is fn.__globals__:
+                todo.append(target)
+
+
+def names_used(fn) -> set[str]:
+    """The global and attribute names used by ``fn`` and by the notebook's functions it calls."""
+    names, seen, todo = set(), set(), [fn]
+    while todo:
+        current = todo.pop()
+        if current.__code__ in seen:
+            continue
+        seen.add(current.__code__)
+        used = _referenced_names(current.__code__)
+        names |= used
+        for ref in used:
+            target = current.__globals__.get(ref)
+            if isinstance(target, types.FunctionType) and target.__globals__ is fn.__globals__:
+                todo.append(target)
+    return names
