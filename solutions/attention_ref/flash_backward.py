@@ -17,6 +17,7 @@ instead: no atomics, and the same sums in a fixed order.)
 attention_backward(q, k, v, dout, lse, delta, kernel=..., causal=...)   launch a backward kernel
 FlashAttention / flash_attention(q, k, v, causal)                      autograd with the kernels
 query_blocks_read(kernel, ...)      which query blocks each key block's program reads
+sdpa_gradients, kernel_gradients, saved_tensor_shapes, train_steps     what the tests compare
 """
 
 from __future__ import annotations
@@ -158,3 +159,78 @@ def query_blocks_read(kernel, n_q: int, n_k: int, *, causal=True, block_q=16, bl
         for c in range(n_blocks_k):
             read[c, r] = bool(keys[c * block_k : (c + 1) * block_k].any())
     return read
+
+
+# ---- what lesson 11's tests compare with ------------------------------------------------------
+
+
+def sdpa_gradients(q, k, v, dout, causal: bool = False):
+    """(dq, dk, dv) by torch.autograd through F.scaled_dot_product_attention (grouped heads
+    allowed), for the gradient ``dout`` of its output."""
+    import torch.nn.functional as F
+
+    leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+    out = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=True)
+    return torch.autograd.grad(out, leaves, dout)
+
+
+def forward_by_torch(q, k, v, causal: bool = False):
+    """Attention's output and the log-sum-exp of each query's scores, computed by PyTorch: what a
+    forward kernel hands the backward pass."""
+    import torch.nn.functional as F
+
+    group = q.shape[-3] // k.shape[-3] if q.dim() > 2 else 1
+    keys = k.repeat_interleave(group, -3) if group > 1 else k
+    scores = (q @ keys.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(future, -torch.inf)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    return out, torch.logsumexp(scores, -1)
+
+
+def kernel_gradients(kernel, q, k, v, dout, causal=False, block_q=16, block_k=16):
+    """(dq, dk, dv) from a backward ``kernel``, given PyTorch's forward pass (so that only the
+    backward kernel is tested) and D = rowsum(dO * O)."""
+    out, lse = forward_by_torch(q, k, v, causal)
+    delta = (dout * out).sum(-1)
+    return attention_backward(
+        q, k, v, dout, lse, delta, kernel, causal=causal, block_q=block_q, block_k=block_k
+    )
+
+
+def saved_tensor_shapes(fn, *args) -> list[tuple]:
+    """The shapes of the tensors autograd keeps for the backward pass of ``fn(*args)``."""
+    shapes = []
+
+    def keep(tensor):
+        shapes.append(tuple(tensor.shape))
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+        fn(*args)
+    return shapes
+
+
+def train_steps(attend, steps: int = 3, seed: int = 0, device=None):
+    """Losses and final weights of a few SGD steps of a tiny model: a projection of 16 tokens of
+    32 features to queries, keys and values in 2 heads of 16, ``attend(q, k, v)``, a linear
+    read-out trained towards a running sum of the input (which needs the past)."""
+    import torch.nn.functional as F
+
+    device = flash.kernel_device() if device is None else device
+    torch.manual_seed(seed)
+    proj, head = torch.nn.Linear(32, 96).to(device), torch.nn.Linear(32, 1).to(device)
+    params = [*proj.parameters(), *head.parameters()]
+    opt = torch.optim.SGD(params, lr=0.5)
+    x = torch.randn(2, 16, 32, device=device)
+    y = x.sum(-1, keepdim=True).cumsum(1) / 16
+    losses = []
+    for _ in range(steps):
+        q, k, v = (t.unflatten(-1, (2, 16)).transpose(1, 2) for t in proj(x).chunk(3, -1))
+        loss = F.mse_loss(head(attend(q, k, v).transpose(1, 2).flatten(-2)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach() for p in params]
