@@ -35,6 +35,7 @@ OPTIONAL = {
     "flash.py": "triton",
     "flash_backward.py": "triton",
     "flash_compile.py": "triton",
+    "flash_interpreter.py": "triton",
 }
 
 

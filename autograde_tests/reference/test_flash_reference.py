@@ -397,3 +397,35 @@ def test_a_helper_taken_from_the_library_is_not_the_notebook_s_own():
     )
     with pytest.raises(AssertionError, match="from the reference library"):
         flash.expect_own_kernel(namespace["kernel"], "kernel")
+
+
+@pytest.mark.skipif(not flash.INTERPRETED, reason="kernels are compiled here, not interpreted")
+def test_the_interpreter_swaps_the_language_once_a_launch_and_puts_it_back():
+    """attention_ref.flash_interpreter: the same numbers to the bit as Triton's own interpreter,
+    and after a launch triton.language is as it was before any kernel ran."""
+    from attention_ref import flash_compile, flash_interpreter
+
+    q, k, v = _inputs((2,), 37, 37, 16, seed=8, scale=3.0)
+    dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(9))
+
+    def run():
+        out, lse = flash.attention(q, k, v, flash.causal_attention_kernel)
+        grads = backward.attention_backward(q, k, v, dout, lse, (dout * out).sum(-1), causal=True)
+        return out, lse, *grads
+
+    assert flash_interpreter._STATE["installed"]
+    patched = run()
+    changed = [
+        key
+        for key, value in flash_compile._PRISTINE.items()
+        if vars(key[0]).get(key[1], flash_compile._ABSENT) is not value
+    ]
+    assert not changed, f"left swapped after a launch: {changed[:5]}"
+    flash_interpreter.uninstall()
+    try:
+        as_triton_runs_them = run()
+    finally:
+        flash_interpreter._restore_language()
+        flash_interpreter.install()
+    for mine, theirs in zip(patched, as_triton_runs_them, strict=True):
+        assert torch.equal(mine, theirs)

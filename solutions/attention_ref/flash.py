@@ -74,7 +74,11 @@ except ImportError as _missing:
 else:
     UNAVAILABLE = None
 if UNAVAILABLE is None:
-    from attention_ref import flash_compile  # now: it notes triton.language before any kernel runs
+    # flash_compile first: it notes triton.language as it is before any kernel runs
+    from attention_ref import flash_compile, flash_interpreter
+
+    if INTERPRETED:
+        flash_interpreter.install()  # triton.language swapped once per launch, and put back
 else:
     flash_compile = None
 if INTERPRETED and _TOO_LATE and UNAVAILABLE is None:
