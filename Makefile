@@ -38,12 +38,13 @@ BOOK_SETTINGS := build/book-settings/$(EDITION)
 $(shell mkdir -p $(dir $(BOOK_SETTINGS)) && printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' \
     | cmp -s - $(BOOK_SETTINGS) || printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' > $(BOOK_SETTINGS))
 
-.PHONY: help install book bench bench-book lab check notebooks test lint test-mistakes browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
+.PHONY: help install book bench bench-book lab check notebooks test test-fast lint test-mistakes browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make book        build the Jupyter Book (every lesson executed) and print where it is"
 	@echo "make test        run the whole test suite (lint, grading chain, reference library, book)"
+	@echo "make test-fast   the contributors' tier (< 3 min): lint, reference, defences, one lesson graded"
 	@echo "make lint        ruff: the style pyproject.toml declares (make test runs it first)"
 	@echo "make lab         open JupyterLab on your own copy of the student notebooks (work/)"
 	@echo "make check       grade your copy of the lessons (LESSON=lesson01 for one)"
@@ -129,6 +130,18 @@ check: $(STAMP)
 TEST_WORKERS ?= 3
 test: $(STAMP) browser sandbox proxy classroom-env lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
+# The contributors' tier: the tests that need nothing but Python and the repository (unit), the
+# reference library, and the grading chain of one lesson with no planted mistakes -- nothing that
+# installs packages, makes accounts, starts a hub, a Dask cluster or a browser, or builds the book
+# (the markers in pyproject.toml say what each suite needs). FAST_LESSON is the cheapest lesson that
+# exercises the whole chain (solved and student edition, feedback, export).
+FAST_LESSON ?= lesson01
+FAST_SELECTION := (unit or reference or chain) and not \
+    (make or book or browser or hub or accounts or cluster or hostile or bench)
+test-fast: $(STAMP) lint
+	COURSE_LESSONS=$(FAST_LESSON) COURSE_MISTAKES=none \
+	    $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "$(FAST_SELECTION)"
 
 # The style pyproject.toml declares, enforced (ruff is pinned in constraints.txt like every package).
 # `$(VENV)/bin/ruff format .` fixes the formatting.

@@ -123,8 +123,10 @@ def pytest_testnodedown(node, error):  # pytest-xdist's hook, on the controller
 
 def pytest_terminal_summary(terminalreporter):
     for title, lines in MEASURED.items():
+        if not lines:  # a suite that did not run this time
+            continue
         terminalreporter.section(title)
         for line in lines:
             terminalreporter.write_line(line)
-    if MEASURED:
+    if any(MEASURED.values()):
         terminalreporter.write_line(f"load average at the end: {os.getloadavg()}")

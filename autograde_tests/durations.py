@@ -4,8 +4,9 @@ when it happens.
 Measured where the tests run, on each pytest-xdist worker (or in the one pytest process): for
 each test, the wall seconds and CPU-seconds of its whole protocol -- set-up, call and tear-down,
 so a session fixture's set-up counts for the suite whose test first asks for it. CPU-seconds are
-the process's own (all its threads) plus those of the child processes it waited for: nbgrader,
-its grading kernels, JupyterHub, Chromium. The workers hand their rows to the controller
+the process's own (all its threads) plus those of the child processes it waited for (nbgrader,
+JupyterHub, Chromium) and of the grading kernels bubblewrap boxes, which getrusage never sees
+(sandboxed_cpu.py). The workers hand their rows to the controller
 (``workeroutput``), which adds them up and prints the table. Two rows belong to no suite: each
 worker's start-up (imports and collection), and the session fixtures torn down after its last
 test (a Dask cluster's processes, a browser).
@@ -19,6 +20,8 @@ import resource
 import time
 
 import pytest
+
+from .sandboxed_cpu import SandboxedCPU
 
 STARTUP = "(start-up: imports, collection)"
 ENDING = "(session fixtures torn down at the end)"
@@ -38,12 +41,16 @@ def suite_of(nodeid: str) -> str:
     return parts[-1].removesuffix(".py")
 
 
+BOXED = SandboxedCPU()  # the grading kernels in bubblewrap, which getrusage does not see
+
+
 def cpu_seconds() -> float:
-    """CPU-seconds of this process and of the children it waited for."""
+    """CPU-seconds of this process, of the children it waited for, and of its descendants boxed
+    in a PID namespace of their own."""
     own, children = (
         resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
     )
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + BOXED.total()
 
 
 def _age() -> float:
@@ -79,6 +86,7 @@ class SuiteClock:
     def pytest_runtest_protocol(self, item, nextitem):
         if not self.started:
             self.started = True
+            BOXED.start()
             self.add(STARTUP, 0, time.monotonic() - self.began, cpu_seconds())
         wall, cpu = time.monotonic(), cpu_seconds()
         try:
@@ -110,12 +118,14 @@ class SuiteClock:
         self.merge(getattr(node, "workeroutput", {}).get("suite_durations", {}))
 
     @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter):
-        if self.rows:
-            terminalreporter.section("how long each suite took")
+    def pytest_unconfigure(self, config):
+        """The table last, after pytest's own summary: the end of the log, where it is seen."""
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if self.rows and reporter is not None and not hasattr(config, "workerinput"):
+            reporter.write_sep("=", "how long each suite took")
             elapsed = time.monotonic() - self.began
             for line in self.table(self.workers or 1, elapsed):
-                terminalreporter.write_line(line)
+                reporter.write_line(line)
 
     def table(self, workers: int, elapsed: float) -> list[str]:
         """The rows, the costliest first, and the totals."""

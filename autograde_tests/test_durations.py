@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from .durations import ENDING, STARTUP, suite_of
+from .sandboxes import require_bubblewrap
 
 pytestmark = pytest.mark.unit
 
@@ -43,10 +44,19 @@ FILES = {
             subprocess.run([sys.executable, "-c", {BUSY!r}], check=True)
         """,
 }
+# A grading kernel's box: a PID namespace of its own, whose CPU time getrusage never sees.
+BOXED = f"""
+    import shutil, subprocess, sys
+
+    def test_in_a_box():
+        box = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid"]
+        subprocess.run([*box, sys.executable, "-c", {BUSY!r}], check=True)
+    """
 
 
-def test_the_table_counts_fixtures_and_child_processes_on_the_workers(tmp_path):
-    for name, text in FILES.items():
+def _table(tmp_path, files: dict) -> dict:
+    """{row: (tests, wall s, CPU s)} of the table that a run of ``files`` on 2 workers ends with."""
+    for name, text in files.items():
         (tmp_path / name).write_text(textwrap.dedent(text))
     root = str(suite_of.__code__.co_filename).rsplit("/autograde_tests/", 1)[0]
     done = subprocess.run(
@@ -58,14 +68,28 @@ def test_the_table_counts_fixtures_and_child_processes_on_the_workers(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     table = done.stdout.split("how long each suite took")[-1]
+    assert " passed in " not in table, "the table ends the log, after pytest's summary"
+    assert "2 process(es) ran the tests" in table
     rows = {
         m[0].strip(): (int(m[1]), float(m[2]), float(m[3]))
         for m in re.findall(r"^(\S.*?)\s+(\d+)\s+(-?[\d.]+)\s+(-?[\d.]+)$", table, re.M)
     }
+    return rows
+
+
+def test_the_table_counts_fixtures_and_child_processes_on_the_workers(tmp_path):
+    rows = _table(tmp_path, FILES)
     assert rows["test_fixture"][0] == 2 and rows["test_fixture"][2] >= 0.6, rows
     assert rows["test_child"][0] == 1 and rows["test_child"][2] >= 0.6, rows
     assert STARTUP in rows and ENDING in rows and rows["all suites"][0] == 3, rows
-    assert "2 process(es) ran the tests" in table
+
+
+@pytest.mark.bubblewrap
+def test_the_table_counts_the_cpu_time_of_a_kernel_in_bubblewrap(tmp_path):
+    require_bubblewrap()
+    files = {"conftest.py": FILES["conftest.py"], "test_box.py": BOXED}
+    rows = _table(tmp_path, files)
+    assert rows["test_box"][2] >= 0.5, rows  # 0.6 used; at most the last half second unseen
 
 
 @pytest.mark.parametrize(

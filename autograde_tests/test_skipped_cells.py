@@ -58,6 +58,9 @@ def _notebook(*cells) -> nbformat.NotebookNode:
         ([("x = 1", "demo_a"), "[x for x in range(3)]\ndef g(x):\n    return x"], None),
         # reading what the lesson made before the skipped cell, which only reads it: fine
         (["data = load()", ("plot(data)", "demo_a"), "check(data)"], None),
+        # a module's function is not a change of the module: np.sort returns a new array
+        (["import numpy as np", ("x = np.sort(np.ones(3))", "demo_a"), "np.ones(2)"], None),
+        (["import numpy as np", ("np.thing = 1", "demo_a"), "np.ones(2)"], "changes it in place"),
     ],
 )  # fmt: skip
 def test_the_check_refuses_a_lesson_that_depends_on_a_skipped_cell(cells, wrong):

@@ -9,6 +9,19 @@ import requests
 from coursekit.classroom.hubprocess import Hub
 
 
+def logged_in(hub_url: str, user: str, password: str) -> tuple[requests.Session, int]:
+    """A session logged in to the hub through its login form, and the form's answer."""
+    session = requests.Session()
+    session.get(f"{hub_url}hub/login", timeout=30)
+    answer = session.post(
+        f"{hub_url}hub/login",
+        data={"username": user, "password": password, "_xsrf": session.cookies.get("_xsrf")},
+        allow_redirects=False,
+        timeout=60,
+    )
+    return session, answer.status_code
+
+
 class HubClient:
     def __init__(self, hub: Hub, token: str):
         self.hub, self.token = hub, token

@@ -5,21 +5,10 @@ and have no formgrader of their own."""
 from __future__ import annotations
 
 import pytest
-import requests
+
+from .hubclient import logged_in as _logged_in
 
 pytestmark = [pytest.mark.hub, pytest.mark.accounts]
-
-
-def _logged_in(hub_url: str, user: str, password: str) -> tuple[requests.Session, int]:
-    session = requests.Session()
-    session.get(f"{hub_url}hub/login", timeout=30)
-    answer = session.post(
-        f"{hub_url}hub/login",
-        data={"username": user, "password": password, "_xsrf": session.cookies.get("_xsrf")},
-        allow_redirects=False,
-        timeout=60,
-    )
-    return session, answer.status_code
 
 
 def test_only_instructors_reach_formgrader(test_class, hub):

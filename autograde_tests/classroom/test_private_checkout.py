@@ -22,6 +22,8 @@ from coursekit.classroom import reach, settings
 from coursekit.classroom.environment import VERSION
 from coursekit.course.lessons import ROOT
 
+pytestmark = pytest.mark.unit  # no account is made: the check stops before setup makes any
+
 COURSE = """[course]
 id = "attention-course"
 grader = "{prefix}g"

@@ -1,9 +1,10 @@
 """Broken and hostile submissions get the score they deserve, a note for the instructor, and
 change nobody else's grade (see conftest.py for how the class is graded).
 
-Scores: ``SOLVED`` (every test passes), ``WRONG`` (exactly the tests the lesson's costliest
-planted mistake fails: an attack on the tests must not help that answer), ``BLANK`` (nothing
-passes), or the set of test cells that must fail. Status: ``graded`` (points as earned),
+What each attack deserves is in its file (coursekit/democlass/attacks/NN-name.yml, "expected").
+Scores: ``solved`` (every test passes), ``wrong`` (exactly the tests the lesson's costliest
+planted mistake fails: an attack on the tests must not help that answer), ``blank`` (nothing
+passes), or the list of test cells that must fail. Status: ``graded`` (points as earned),
 ``held`` (graded, but the points are withheld -- 0 in the gradebook, flagged -- until an
 instructor accepts it), ``invalid`` (nothing gradable: 0 and a note).
 """
@@ -30,65 +31,20 @@ from .conftest import EXTRA, LESSON
 pytestmark = [pytest.mark.chain, pytest.mark.hostile]
 
 SOLVED, WRONG, BLANK = "solved", "wrong", "blank"
-LOOKUP = {"test_dot_scores", "test_soft_lookup"}  # what a broken dot_scores takes down with it
 
-# kind: (which tests fail, status, finding kinds the instructor must see)
+# kind: (which tests fail, status, finding kinds the instructor must see), as each attack's file
+# in coursekit/democlass/attacks/ states it (its "expected", on lesson 1)
 EXPECTED = {
-    "exception": (LOOKUP, "graded", set()),
-    "infinite-loop": (
-        {"test_softmax", "test_softmax_stable", "test_soft_lookup", "test_kernel_regression"},
-        "graded",
-        {"timeout"},
-    ),
-    "stubborn-loop": (SOLVED, "held", {"interrupt", "kernel-restarted"}),
-    "memory-bomb": (SOLVED, "graded", {"memory-limit"}),
-    "os-exit": (SOLVED, "held", {"exit", "kernel-restarted"}),
-    "sys-exit": (SOLVED, "held", {"exit", "system-exit"}),
-    "ipython-exit": (SOLVED, "held", {"exit", "kernel-restarted"}),
-    "kill-grader": (SOLVED, "held", {"exit", "sandbox-refused"}),
-    "deleted-test-cell": (WRONG, "graded", {"deleted-test-cell"}),
-    "edited-test-cell": (WRONG, "graded", {"edited-test-cell"}),
-    "deleted-exercise": (LOOKUP, "graded", {"deleted-exercise-cell", "deleted-test-cell"}),
-    "edited-metadata": (WRONG, "graded", {"edited-cell-metadata"}),
-    "foreign-graded-cell": (BLANK, "held", {"foreign-graded-cell"}),
-    "deleted-notebook": (BLANK, "invalid", {"missing-notebook"}),
-    "renamed-notebook": (BLANK, "invalid", {"renamed-notebook"}),
-    "malformed-json": (BLANK, "invalid", {"malformed-notebook"}),
-    "empty-file": (BLANK, "invalid", {"empty-file"}),
-    "other-assignment": (BLANK, "invalid", {"wrong-assignment"}),
-    "symlink": (BLANK, "invalid", {"symlink"}),
-    "wrong-shapes": (LOOKUP, "graded", set()),
-    "wrong-dtype": (
-        {"test_weighted_sum", "test_soft_lookup", "test_kernel_regression"},
-        "graded",
-        set(),
-    ),
-    "nan-outputs": ({"test_normalize_weights"}, "graded", set()),
-    "patch-allclose": (WRONG, "held", {"monkeypatch", "tampering"}),
-    "patch-np-testing": (WRONG, "held", {"monkeypatch", "tampering"}),
-    "patch-torch-allclose": (WRONG, "held", {"monkeypatch", "tampering"}),
-    "patch-builtins": (WRONG, "held", {"monkeypatch"}),
-    "patch-helpers": (WRONG, "held", {"rebinds-helper", "tampering"}),
-    "patch-reference": (WRONG, "held", {"monkeypatch", "tampering"}),
-    "patch-code": (WRONG, "held", {"introspection", "tampering"}),
-    "patch-during-test": (WRONG, "held", {"introspection", "tampering"}),
-    "ipython-hooks": (WRONG, "held", {"ipython", "tampering"}),
-    "fake-passed": (BLANK, "held", {"fake-output"}),
-    "reads-solutions": (BLANK, "held", {"files", "sandbox-refused"}),
-    "reads-hidden-tests": (SOLVED, "held", {"introspection", "sandbox-refused"}),
-    "reads-gradebook": (SOLVED, "held", {"files", "sandbox-refused"}),
-    "writes-course": (SOLVED, "held", {"files", "sandbox-refused"}),
-    "reference-answer": ({"test_dot_scores"}, "held", {"reference-answer"}),
-    # attacks on the OS boundary (test_os_boundary.py): the scan sees nothing, the audit hook
-    # refuses their Python-level attempts (held), bubblewrap stops every attempt
-    **{kind: (SOLVED, "held", {"sandbox-refused"}) for kind in badsubmissions.OS_KINDS},
+    k.name: (k.expected.fails, k.expected.status, k.expected.findings)
+    for k in badsubmissions.KINDS
+    if k.expected is not None
 }
 HONEST = {"solved": SOLVED, "wrong": WRONG}
 
 
 def _failing(hostile, expected) -> set[str]:
-    if isinstance(expected, set):
-        return expected
+    if not isinstance(expected, str):
+        return set(expected)
     return {
         SOLVED: set(),
         WRONG: set(hostile.materials.wrong_fails),
@@ -112,7 +68,9 @@ def _points(hostile, cells) -> float:
 def test_the_catalogue_has_at_least_twenty_kinds_and_each_has_an_expectation():
     names = [k.name for k in badsubmissions.KINDS]
     assert len(names) >= 20 and len(set(names)) == len(names)
-    assert set(EXPECTED) == set(names), set(EXPECTED) ^ set(names)
+    assert set(EXPECTED) == set(names), (
+        f"attacks without an expectation: {set(names) - set(EXPECTED)}"
+    )
 
 
 @pytest.mark.parametrize("kind", list(EXPECTED))

@@ -14,6 +14,8 @@ import torch.nn.functional as F
 import attention_ref.np as rnp
 import attention_ref.pt as rpt
 from attention_ref import _batching
+from attention_ref.np import sdpa_tuned as tuned_np
+from attention_ref.pt import sdpa_tuned as tuned_pt
 
 from .tolerances import FLOAT_DTYPES, TOLERANCES
 
@@ -138,9 +140,10 @@ def test_huge_logits_stay_finite(device):
     ],
     ids=str,
 )
-def test_eq1_split_into_groups_of_heads_equals_one_piece(monkeypatch, shapes):
-    """Above CHUNK_ENTRIES score entries the references compute a few heads at a time (their
-    scores stay in the cache); the result is the same, masks, fully masked rows and errors too."""
+def test_the_tuned_eq1_equals_the_reference(monkeypatch, shapes):
+    """make bench times attention_ref.{np,pt}.sdpa_tuned: above CHUNK_ENTRIES score entries it
+    computes a few heads at a time (their scores stay in the cache). It gives the reference's
+    numbers (lesson 2's Eq. (1) as written), masks, fully masked rows and errors too."""
     rng = np.random.default_rng(5)
     *arrays, mask_shape = shapes
     q, k, v = (rng.standard_normal(s) for s in arrays)
@@ -151,17 +154,45 @@ def test_eq1_split_into_groups_of_heads_equals_one_piece(monkeypatch, shapes):
     tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
     tmask = None if mask is None else torch.from_numpy(mask)
     t_whole = rpt.scaled_dot_product_attention(tq, tk, tv, tmask)
+    np.testing.assert_allclose(tuned_np.scaled_dot_product_attention(q, k, v, mask), whole)
     monkeypatch.setattr(_batching, "CHUNK_ENTRIES", 60)
-    np.testing.assert_allclose(rnp.scaled_dot_product_attention(q, k, v, mask), whole, rtol=1e-12)
-    with torch.no_grad():  # the PyTorch reference splits on the CPU, without autograd
-        split = rpt.scaled_dot_product_attention(tq, tk, tv, tmask)
+    np.testing.assert_allclose(
+        tuned_np.scaled_dot_product_attention(q, k, v, mask), whole, rtol=1e-12
+    )
+    with torch.no_grad():  # the PyTorch one splits on the CPU, without autograd
+        split = tuned_pt.scaled_dot_product_attention(tq, tk, tv, tmask)
     torch.testing.assert_close(split, t_whole, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(split.numpy(), whole, rtol=1e-10, atol=1e-12)
     if mask is not None and mask.ndim >= 2:
         too_big = np.ones((7,) + mask.shape, dtype=bool)
         with pytest.raises(ValueError, match="does not broadcast"):  # the mask must fit the scores
-            rnp.scaled_dot_product_attention(q, k, v, too_big)
+            tuned_np.scaled_dot_product_attention(q, k, v, too_big)
         with pytest.raises(ValueError, match="does not broadcast"), torch.no_grad():
-            rpt.scaled_dot_product_attention(tq, tk, tv, torch.from_numpy(too_big))
+            tuned_pt.scaled_dot_product_attention(tq, tk, tv, torch.from_numpy(too_big))
         with pytest.raises(TypeError, match="boolean"):
-            rnp.scaled_dot_product_attention(q, k, v, mask.astype(int))
+            tuned_np.scaled_dot_product_attention(q, k, v, mask.astype(int))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+def test_the_tuned_eq1_equals_the_reference_on_every_device(device, dtype, shapes):
+    """With and without autograd, on every device and dtype: the reference's numbers (and the
+    reference's gradients, which the tuned one computes with the reference itself)."""
+    q, k, v = (_randn(s, dtype, device, seed=i) for i, s in enumerate(shapes))
+    mask = torch.rand(q.shape[-2], k.shape[-2], generator=torch.Generator().manual_seed(3)) > 0.4
+    mask[0] = False  # a query with nothing to attend to
+    mask = mask.to(device)
+    with torch.no_grad():
+        want = rpt.scaled_dot_product_attention(q, k, v, mask)
+        torch.testing.assert_close(tuned_pt.scaled_dot_product_attention(q, k, v, mask), want)
+    q.requires_grad_(True)
+    got = tuned_pt.scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(got, want)
+    (grad,) = torch.autograd.grad(got.float().sum(), q)
+    assert torch.isfinite(grad).all()
+    if dtype in (torch.float32, torch.float64):
+        np_q, np_k, np_v = (t.detach().cpu().numpy() for t in (q, k, v))
+        np.testing.assert_allclose(
+            tuned_np.scaled_dot_product_attention(np_q, np_k, np_v, mask.cpu().numpy()),
+            rnp.scaled_dot_product_attention(np_q, np_k, np_v, mask.cpu().numpy()),
+        )

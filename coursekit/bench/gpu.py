@@ -79,7 +79,7 @@ def _best_block(s: _Setting) -> tuple[int, dict]:
 def _implementations(s: _Setting, block: int) -> dict:
     import torch.nn.functional as F
 
-    import attention_ref.pt as rpt
+    from attention_ref.pt import sdpa_tuned
 
     found = {BUILT_IN: F.scaled_dot_product_attention}
     for label, backend in sdpa_backends():
@@ -89,7 +89,7 @@ def _implementations(s: _Setting, block: int) -> dict:
         found[f"tiled PyTorch (block {block}), float32 products"] = s.tiled(
             block, half_products=False
         )
-    found["reference PyTorch (lesson 2)"] = rpt.scaled_dot_product_attention
+    found["reference PyTorch (lesson 2)"] = sdpa_tuned.scaled_dot_product_attention
     triton_kernel = _triton_attention(s)
     if triton_kernel is not None:
         found[TRITON] = triton_kernel
@@ -252,7 +252,7 @@ def _peak(fn, q, k, v) -> str:
 def _memory_table(s: _Setting, block: int) -> Table:
     import torch.nn.functional as F
 
-    import attention_ref.pt as rpt
+    from attention_ref.pt import sdpa_tuned
 
     b, h, d = s.cfg.gpu_shape
     table = Table(
@@ -264,7 +264,7 @@ def _memory_table(s: _Setting, block: int) -> Table:
         q, k, v = s.inputs(n)
         row = [f"{n:,}", fmt_bytes(3 * q.numel() * q.element_size())]
         for fn in (
-            rpt.scaled_dot_product_attention,
+            sdpa_tuned.scaled_dot_product_attention,
             s.tiled(block),
             F.scaled_dot_product_attention,
         ):

@@ -8,6 +8,7 @@
     hubconfig.py     what classroom/jupyterhub_config.py sets: roles, the formgrader service, ports
     reach.py         can every account reach what its server runs? (checked before setup)
     hubprocess.py    start, wait for and stop a hub (make hub, the tests)
+    leftovers.py     what a hub stopped without its clean-up left running, stopped at the next start
     __main__.py      python -m coursekit.classroom up | setup | remove
 
 A layer above course/ and grading/: it may import them, and nothing but tests and commands

@@ -15,7 +15,15 @@ import shutil
 import signal
 import sys
 
-from coursekit.classroom import accounts, coursefolder, hubconfig, hubprocess, reach, settings
+from coursekit.classroom import (
+    accounts,
+    coursefolder,
+    hubconfig,
+    hubprocess,
+    leftovers,
+    reach,
+    settings,
+)
 
 
 def setup(room: settings.Classroom, shared: str | None = None, renew: bool = False) -> dict:
@@ -36,7 +44,7 @@ def setup(room: settings.Classroom, shared: str | None = None, renew: bool = Fal
 
 def remove(room: settings.Classroom) -> None:
     made = accounts.read_record(room.state)["made"]
-    hubprocess.stop_recorded(room.state)
+    leftovers.stop_leftovers(room.state, room.course_id, spare_served=False)
     hubprocess.stop_processes_of(made)
     for name in made:
         accounts.remove(name)
@@ -102,9 +110,14 @@ def _serve(room: settings.Classroom, passwords: dict[str, str]) -> int:
     except hubprocess.HubError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    for line in hub.recovered:
+        print(line)
     print(describe(room, passwords))
     print(f"\nthe hub started in {seconds:.1f} s; its log: {hub.log}. Ctrl+C stops it.")
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill stops it as Ctrl+C does
+    # kill, and a closed terminal, stop it as Ctrl+C does (a hub left without its starter runs
+    # on in its own session; the next start stops it: leftovers.py)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.default_int_handler)
     try:
         return hub.wait()
     except KeyboardInterrupt:

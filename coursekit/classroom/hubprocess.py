@@ -14,10 +14,8 @@ from pathlib import Path
 import psutil
 
 from coursekit.classroom.environment import CLASS_VENV
-from coursekit.classroom.hubconfig import CLASSROOM
+from coursekit.classroom.leftovers import CONFIG, CONTROLLER, StillServed, stop_leftovers
 from coursekit.classroom.settings import Classroom
-
-CONFIG = CLASSROOM / "jupyterhub_config.py"
 
 
 class HubError(RuntimeError):
@@ -34,16 +32,23 @@ class Hub:
         self.room, self.log, self.env = room, log, env or {}
         self.bindir = venv / "bin"
         self.process: subprocess.Popen | None = None
+        self.recovered: list[str] = []  # what a previous hub had left running, stopped by start
 
     @property
     def url(self) -> str:
         return self.room.url
 
     def start(self, timeout: float = 120) -> float:
-        """Start the hub; return the seconds until it answered /hub/health."""
+        """Start the hub; return the seconds until it answered /hub/health. What a hub of this
+        class stopped without its clean-up left running is stopped first (``self.recovered``)."""
         self.room.state.mkdir(parents=True, exist_ok=True)
         os.chmod(self.room.state, 0o700)
+        try:
+            self.recovered = stop_leftovers(self.room.state, self.room.course_id)
+        except StillServed as error:
+            raise HubError(str(error)) from None
         env = {
+            CONTROLLER: str(os.getpid()),
             **os.environ,
             "CLASSROOM_COURSE": str(self.room.source),
             "HUB_IP": self.room.ip,
@@ -119,21 +124,3 @@ def stop_processes_of(usernames: list[str], timeout: float = 10) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(alive, timeout=timeout)
-
-
-def stop_recorded(state: Path, timeout: float = 30) -> None:
-    """Stop a hub (and its proxy) that wrote its pid into ``state``, if it still runs."""
-    for name in ("jupyterhub.pid", "proxy.pid"):
-        path = state / name
-        try:
-            process = psutil.Process(int(path.read_text().strip()))
-            ours = any(("jupyterhub" in part or "http-proxy" in part) for part in process.cmdline())
-        except (OSError, ValueError, psutil.Error):
-            continue
-        if not ours:  # a stale pid file, the number since reused by something else
-            continue
-        process.terminate()
-        try:
-            process.wait(timeout)
-        except psutil.TimeoutExpired:
-            process.kill()

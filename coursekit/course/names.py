@@ -122,10 +122,16 @@ def _root(node) -> ast.Name | None:
     return node if isinstance(node, ast.Name) else None
 
 
-def changes(tree: ast.Module) -> dict[str, str]:
+def imported(tree: ast.Module) -> set[str]:
+    """The names a cell's imports bind (modules and what they hold: ``np``, ``softmax``)."""
+    return binds(n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
+
+
+def changes(tree: ast.Module, modules: frozenset[str] = frozenset()) -> dict[str, str]:
     """{name: how}: the objects a cell changes in place through a name it did not bind
     (``model.weight = ...``, ``runs[k] = ...``, ``x += ...`` on an item, ``del x[0]``,
-    ``model.train()``, ``x.add_(1)``). Objects changed by a function they are passed to are not
+    ``model.train()``, ``x.add_(1)``). A method of ``modules`` is a function, not a change:
+    ``np.sort(x)`` returns a new array. Objects changed by a function they are passed to are not
     seen."""
     found: dict[str, str] = {}
     for node in ast.walk(tree):
@@ -136,6 +142,9 @@ def changes(tree: ast.Module) -> dict[str, str]:
             targets = [node.target]
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             method = node.func.attr
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id in modules:
+                continue
             if method in CHANGING_METHODS or (method.endswith("_") and not method.startswith("_")):
                 targets = [node.func]
         for target in targets:

@@ -31,7 +31,7 @@ loses exactly its points.)
 from __future__ import annotations
 
 from coursekit.course.cells import grade_id, nbgrader_meta
-from coursekit.course.names import binds, changes, parse, read_before_bound
+from coursekit.course.names import binds, changes, imported, parse, read_before_bound
 
 TAG = "skip-when-grading"
 PREFIX = "demo_"
@@ -82,16 +82,18 @@ def problems(nb) -> list[str]:
     or changes before binding it again itself."""
     found: list[str] = []
     left: dict[str, str] = {}  # name -> what a skipped cell left in it
+    trees = [parse(c.source) if c.get("cell_type") == "code" else None for c in nb.cells]
+    modules = frozenset().union(*(imported(tree) for tree in trees if tree is not None))
     for index, cell in enumerate(nb.cells):
         misplaced = _misplaced(cell, index)
         if misplaced:
             found.append(misplaced)
-        tree = parse(cell.source) if cell.get("cell_type") == "code" else None
+        tree = trees[index]
         if tree is None:
             continue
         if is_skipped(cell):
             made = binds(tree.body)
-            for name, how in changes(tree).items():
+            for name, how in changes(tree, modules).items():
                 if name not in made:
                     left[name] = f"{grade_id(cell)} changes it in place ({how})"
             left.update({name: f"{grade_id(cell)} binds it" for name in made})

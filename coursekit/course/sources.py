@@ -52,7 +52,7 @@ def _stable_cell_ids(nb: nbformat.NotebookNode) -> None:
 
 # {notebook: (its source's and its own (mtime, size))} as this process last found them in sync:
 # nbgrader loads the course's config, which calls sync_sources, up to three times per command,
-# and converting all eleven lessons takes half a second each time.
+# and converting every lesson takes half a second each time.
 _in_sync: dict[Path, tuple] = {}
 
 

@@ -1,13 +1,24 @@
 """A catalogue of broken and hostile submissions, to prove what the grader does with them.
 
-Each :class:`Kind` builds, for any lesson, a submission folder's contents from the lesson's
-student edition and solutions: an exception in an exercise, an infinite loop, a memory bomb,
-``os._exit``, a deleted or edited test cell, an unreadable file, another assignment's notebook,
-wrong shapes, NaN, monkeypatched ``np.allclose`` / ``torch.allclose`` / builtins / the course's
-check helpers, fake "passed" lines, code that reads the solutions or the gradebook, or writes
-into the course, ... The attacks are written against a *plausibly wrong* solution (the
-lesson's planted mistake that loses the most points), so that an attack that worked would
-visibly raise the score.
+Each attack is a file of coursekit/democlass/attacks/ (NN-name.yml, in the catalogue's order):
+what it does (summary), how its notebook is made from the lesson's student edition and solutions
+(start: the notebook it starts from; steps: code inserted after a cell, put before, after or in
+place of a cell's source, an exercise's result wrapped, a cell deleted; or build: one of the
+builders below, for what is not code: a missing, renamed, truncated or linked file, edited
+metadata), and what it deserves on lesson 1, which autograde_tests/hostile/ grades (expected).
+The attacks are an exception in an exercise, an infinite loop, a memory bomb, ``os._exit``, a
+deleted or edited test cell, an unreadable file, another assignment's notebook, wrong shapes,
+NaN, monkeypatched ``np.allclose`` / ``torch.allclose`` / builtins / the course's check helpers,
+fake "passed" lines, code that reads the solutions or the gradebook, or writes into the course,
+and attacks on the operating-system boundary. Many are written against a *plausibly wrong*
+solution (the lesson's planted mistake that loses the most points), so that an attack that
+worked would visibly raise the score.
+
+The code in the steps is Python with ``$``-placeholders (string.Template): ``$lesson_name``,
+``$assignment``, ``$name`` (the function the step's cell defines), ``$attack`` and ``$paths`` (as
+Python literals: the attack's name, the files of :class:`Targets` it names under ``paths``),
+``$port`` and ``$passed_lines``. Cells are named ``exercise N`` / ``test N`` (the N-th solution or
+test cell; past the end: the last), ``wrong exercise`` and ``failing test``.
 
 autograde_tests/hostile/ grades them all in one course and checks each gets the score it
 deserves, with a note for the instructor; ``make grade-class`` (coursekit.democlass) mixes
@@ -18,11 +29,14 @@ from __future__ import annotations
 
 import copy
 import json
+import string
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import nbformat
+import yaml
 
 from coursekit.course.cells import grade_id, is_graded, is_solution, nbgrader_meta
 from coursekit.course.lessons import Lesson
@@ -95,11 +109,22 @@ class Materials:
 
 
 @dataclass(frozen=True)
+class Expected:
+    """What an attack deserves on lesson 1 (autograde_tests/hostile/ checks it)."""
+
+    fails: str | frozenset[str]  # "solved", "wrong", "blank", or the test cells that fail
+    status: str  # graded, held (points withheld until accepted) or invalid
+    findings: frozenset[str]  # the kinds of finding the instructor must see
+
+
+@dataclass(frozen=True)
 class Kind:
     name: str
     summary: str
     build: Callable[[Materials], Submission]
     runs: bool = True  # whether the notebook is executed at all (False: refused before grading)
+    os_boundary: bool = False  # written with nothing the screening scan knows
+    expected: Expected | None = None
 
 
 # ---------------------------------------------------------------- editing notebooks
@@ -157,97 +182,7 @@ def _bytes(nb) -> bytes:
     return nbformat.writes(nb).encode("utf-8")
 
 
-# ---------------------------------------------------------------- the kinds
-
-
-def _exception(m: Materials) -> Submission:
-    first = m.solution_ids()[0]
-    return Submission(
-        edit_cell(m.solved, first, lambda s: "raise RuntimeError('I broke my own code')\n" + s)
-    )
-
-
-def _infinite_loop(m: Materials) -> Submission:
-    target = m.solution_ids()[min(3, len(m.solution_ids()) - 1)]
-    return Submission(edit_cell(m.solved, target, lambda s: "while True:\n    pass\n" + s))
-
-
-def _stubborn_loop(m: Materials) -> Submission:
-    return Submission(
-        insert_after(
-            m.solved,
-            m.test_ids()[1],
-            """
-        import time
-        while True:  # an infinite loop that swallows the timeout's interrupt
-            try:
-                time.sleep(1)
-            except KeyboardInterrupt:
-                pass
-        """,
-        )
-    )
-
-
-def _memory_bomb(m: Materials) -> Submission:
-    return Submission(
-        insert_after(
-            m.solved,
-            m.test_ids()[1],
-            """
-        hog = []
-        for _ in range(1000):  # 256 GiB, 256 MiB at a time
-            hog.append(bytearray(2**28))
-        """,
-        )
-    )
-
-
-def _os_exit(m: Materials) -> Submission:
-    return Submission(insert_after(m.solved, m.test_ids()[1], "import os\nos._exit(1)"))
-
-
-def _sys_exit(m: Materials) -> Submission:
-    return Submission(
-        insert_after(m.solved, m.test_ids()[1], "import sys\nsys.exit('done for today')")
-    )
-
-
-def _ipython_exit(m: Materials) -> Submission:
-    return Submission(insert_after(m.solved, m.test_ids()[1], "exit()"))
-
-
-def _kill_grader(m: Materials) -> Submission:
-    return Submission(
-        insert_after(
-            m.solved,
-            m.test_ids()[0],
-            """
-        import os, signal
-        os.kill(os.getppid(), signal.SIGKILL)  # the process that runs nbgrader
-        """,
-        )
-    )
-
-
-def _deleted_test_cell(m: Materials) -> Submission:
-    nb = _copy(m.wrong)
-    del nb.cells[_index(nb, m.first_failing())]
-    return Submission(nb)
-
-
-def _edited_test_cell(m: Materials) -> Submission:
-    return Submission(
-        edit_cell(m.wrong, m.first_failing(), lambda s: "pass  # nothing to see here")
-    )
-
-
-def _deleted_exercise(m: Materials) -> Submission:
-    nb = _copy(m.solved)
-    first, test = m.solution_ids()[0], m.test_ids()[0]
-    for wanted in (test, first):
-        del nb.cells[_index(nb, wanted)]
-    return Submission(nb)
+# ---------------------------------------------------------------- what is not code
 
 
 def _edited_metadata(m: Materials) -> Submission:
@@ -304,445 +239,136 @@ def _symlink(m: Materials) -> Submission:
     return Submission(m.solved, links={"data.txt": "../../../gradebook.db"})
 
 
-def _wrong_shapes(m: Materials) -> Submission:
-    return Submission(wrap_result(m.solved, m.solution_ids()[0], "out[None]  # one axis too many"))
+BUILDERS = {
+    "edited-metadata": _edited_metadata,
+    "foreign-graded-cell": _foreign_graded_cell,
+    "deleted-notebook": _deleted_notebook,
+    "renamed-notebook": _renamed_notebook,
+    "malformed-json": _malformed_json,
+    "empty-file": _empty_file,
+    "other-assignment": _other_assignment,
+    "symlink": _symlink,
+}
 
 
-def _wrong_dtype(m: Materials) -> Submission:
-    return Submission(
-        wrap_result(
-            m.solved,
-            m.solution_ids()[1],
-            "out.long() if hasattr(out, 'long') else out.astype('int64')",
-        )
-    )
+# ---------------------------------------------------------------- the catalogue, from its files
+
+ATTACKS = Path(__file__).with_name("attacks")
+_SHARED = yaml.safe_load((ATTACKS / "shared.yml").read_text(encoding="utf-8"))
+_OPERATIONS = ("insert_after", "prepend", "append", "replace", "wrap_result", "delete")
 
 
-def _nan_outputs(m: Materials) -> Submission:
-    return Submission(wrap_result(m.solved, m.solution_ids()[2], "out * float('nan')"))
+def _cell(m: Materials, where: str) -> str:
+    """The grade_id of ``exercise N``, ``test N``, ``wrong exercise`` or ``failing test``."""
+    if where == "wrong exercise":
+        return m.wrong_cell
+    if where == "failing test":
+        return m.first_failing()
+    part, number = where.split()
+    ids = {"exercise": m.solution_ids, "test": m.test_ids}[part]()
+    return ids[min(int(number), len(ids) - 1)]
 
 
-def _patch(code: str) -> Callable[[Materials], Submission]:
+def _context(m: Materials, name: str, spec: dict) -> dict[str, str]:
+    paths = []
+    for target in spec.get("paths", []):
+        value = getattr(m.targets, target)
+        paths += list(value) if isinstance(value, tuple) else [value]
+    return {
+        "lesson_name": m.lesson.name,
+        "assignment": m.lesson.assignment,
+        "attack": repr(name),
+        "paths": repr(paths),
+        "port": str(m.targets.port),
+        "passed_lines": "\n".join(f"print('{t}: passed')" for t in m.test_ids()),
+    }
+
+
+def _code(step: dict, nb, cell: str, context: dict[str, str]) -> str:
+    text = _SHARED[step["shared"]] if "shared" in step else step.get("code", "")
+    if "prelude" in step:
+        text = _SHARED[step["prelude"]] + "\n" + text
+    if "$name" in text or "${name}" in text:
+        context = {**context, "name": _function_name(nb, cell)}
+    return string.Template(text).substitute(context)
+
+
+def _apply(nb, m: Materials, step: dict, context: dict[str, str]):
+    """``nb`` (a copy) after one step of an attack."""
+    operation = next(op for op in _OPERATIONS if op in step)
+    cell = _cell(m, step[operation])
+    if operation == "delete":
+        nb = _copy(nb)
+        del nb.cells[_index(nb, cell)]
+        return nb
+    if operation == "wrap_result":
+        return wrap_result(nb, cell, step["transform"])
+    code = _code(step, nb, cell, context)
+    if operation == "insert_after":
+        return insert_after(nb, cell, code)
+    edit = {
+        "prepend": lambda source: code + source,
+        "append": lambda source: source + "\n\n" + code,
+        "replace": lambda source: code,
+    }[operation]
+    return edit_cell(nb, cell, edit)
+
+
+def _builder(name: str, spec: dict) -> Callable[[Materials], Submission]:
+    if "build" in spec:
+        return BUILDERS[spec["build"]]
+
     def build(m: Materials) -> Submission:
-        return Submission(insert_after(m.wrong, m.solution_ids()[0], code))
+        nb, context = getattr(m, spec["start"]), _context(m, name, spec)
+        for step in spec["steps"]:
+            nb = _apply(nb, m, step, context)
+        return Submission(nb)
 
     return build
 
 
-def _patch_during_test(m: Materials) -> Submission:
-    """The exercise itself rebinds the check helper, while the test cell that calls it runs."""
-    name = _function_name(m.wrong, m.wrong_cell)
-    return Submission(
-        edit_cell(
-            m.wrong,
-            m.wrong_cell,
-            lambda s: (
-                s
-                + textwrap.dedent(f"""
+def _check(path: Path, spec: dict) -> None:
+    """Refuse an attack file that would build something else than it says, naming it."""
+    known = {"summary", "runs", "os_boundary", "start", "paths", "build", "steps", "expected"}
+    problems = [f"unknown key {key!r}" for key in spec if key not in known]
+    if ("build" in spec) == ("steps" in spec):
+        problems.append("give either build or start and steps")
+    if "build" in spec and spec["build"] not in BUILDERS:
+        problems.append(f"no builder {spec['build']!r} (there are {', '.join(BUILDERS)})")
+    if "steps" in spec and spec.get("start") not in ("solved", "wrong", "student"):
+        problems.append("start must be solved, wrong or student")
+    for step in spec.get("steps", []):
+        if sum(op in step for op in _OPERATIONS) != 1:
+            problems.append(f"a step needs exactly one of {', '.join(_OPERATIONS)}: {step}")
+    if problems:
+        raise ValueError(f"{path}: " + "; ".join(problems))
 
-        _{name}_plain = {name}
 
-        def {name}(*args, **kwargs):
-            globals()["expect_close"] = lambda *a, **k: None
-            return _{name}_plain(*args, **kwargs)
-        """)
-            ),
+def _load(path: Path) -> Kind:
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    _check(path, spec)
+    name = path.stem.split("-", 1)[1]
+    wanted = spec.get("expected")
+    expected = None
+    if wanted is not None:
+        fails = wanted["fails"]
+        expected = Expected(
+            fails if isinstance(fails, str) else frozenset(fails),
+            wanted["status"],
+            frozenset(wanted.get("findings", [])),
         )
+    return Kind(
+        name,
+        spec["summary"],
+        _builder(name, spec),
+        runs=spec.get("runs", True),
+        os_boundary=spec.get("os_boundary", False),
+        expected=expected,
     )
 
 
-def _fake_passed(m: Materials) -> Submission:
-    lines = "\n".join(f"print('{t}: passed')" for t in m.test_ids())
-    return Submission(
-        insert_after(
-            m.student, m.test_ids()[-1], lines + "\nprint('All tests passed! Score: 100/100')"
-        )
-    )
-
-
-def _reads_solutions(m: Materials) -> Submission:
-    return Submission(
-        insert_after(
-            m.student,
-            m.test_ids()[0],
-            f"""
-        import glob, json
-        stolen = ""
-        for path in glob.glob("../../../**/{m.lesson.name}.*", recursive=True) + [
-                "../../../solutions/{m.lesson.assignment}/{m.lesson.name}.md",
-                "../../../solutions/{m.lesson.assignment}/{m.lesson.name}.ipynb"]:
-            try:
-                stolen += open(path).read()
-            except OSError as error:
-                print("could not read", path, error)
-        print(len(stolen), "characters of solutions")
-        """,
-        )
-    )
-
-
-def _reads_hidden_tests(m: Materials) -> Submission:
-    """Read the hidden tests: from the notebook being graded, and from the calling test cell."""
-    first = m.solution_ids()[0]
-    name = _function_name(m.solved, first)
-    nb = insert_after(
-        m.solved,
-        m.test_ids()[0],
-        f"""
-        try:
-            print(open("{m.lesson.name}.ipynb").read())
-        except OSError as error:
-            print("no luck:", error)
-        """,
-    )
-    return Submission(
-        edit_cell(
-            nb,
-            first,
-            lambda s: (
-                s
-                + textwrap.dedent(f"""
-
-        import linecache, sys
-
-        _{name}_plain = {name}
-
-        def {name}(*args, **kwargs):
-            caller = sys._getframe(1).f_code.co_filename  # the test cell that calls me
-            print("".join(linecache.getlines(caller)))
-            return _{name}_plain(*args, **kwargs)
-        """)
-            ),
-        )
-    )
-
-
-def _reads_gradebook(m: Materials) -> Submission:
-    return Submission(
-        insert_after(
-            m.solved,
-            m.test_ids()[0],
-            """
-        import sqlite3
-        db = "../../../gradebook.db"
-        for attempt in (lambda: open(db, "rb").read(100),
-                        lambda: sqlite3.connect(db).execute("select * from grade").fetchall()):
-            try:
-                print(attempt())
-            except Exception as error:
-                print("refused:", type(error).__name__, error)
-        """,
-        )
-    )
-
-
-def _writes_course(m: Materials) -> Submission:
-    return Submission(
-        insert_after(
-            m.solved,
-            m.test_ids()[0],
-            f"""
-        import os, shutil
-        attempts = [
-            lambda: open("../../../nbgrader_config.py", "a").write("\\nc.Execute.timeout = 1\\n"),
-            lambda: open("../../../gradebook.db", "r+b").write(b"x"), lambda:
-            open("../../../solutions/{m.lesson.assignment}/{m.lesson.name}.ipynb",
-            "w").write("{{}}"), lambda: os.remove("../../../gradebook.db"), lambda:
-            os.makedirs("../../other-student/{m.lesson.assignment}", exist_ok=True), lambda:
-            shutil.rmtree("../../../submitted"), lambda: os.symlink("../../../gradebook.db", "gb"),
-        ]
-        for attempt in attempts:
-            try:
-                attempt()
-                print("wrote!")
-            except Exception as error:
-                print("refused:", type(error).__name__, error)
-        """,
-        )
-    )
-
-
-def _reference_answer(m: Materials) -> Submission:
-    first = m.solution_ids()[0]
-    name = _function_name(m.solved, first)
-    return Submission(
-        edit_cell(m.solved, first, lambda s: f"from attention_ref.np import {name}\n")
-    )
-
-
-# ---------------------------------------------------------------- attacks on the OS boundary
-#
-# Written without any construct the screening scan knows (no open, os, pathlib, io, glob,
-# socket, subprocess, multiprocessing, ctypes, ...), so that what stops them is the sandbox, not
-# the scan. Each attempt prints one line, "ATTACK <json>": what it tried, on what, how (at the
-# Python level, which the audit hook sees, or natively, which it does not), and what happened
-# (the data it got, or the error). autograde_tests/hostile/ reads these lines.
-
-_REPORT = """
-import json
-
-
-def report(attack, method, target, outcome, detail):
-    print("ATTACK " + json.dumps(dict(attack=attack, method=method, target=target,
-                                     outcome=outcome, detail=str(detail)[:200])))
-"""
-
-_READS = """
-import fileinput
-import torch
-
-for target in {paths!r}:
-    try:  # at the Python level: the audit hook sees it
-        with fileinput.input(files=[target], mode="rb") as lines:
-            report({attack!r}, "python", target, "got", next(lines)[:60])
-    except Exception as error:
-        report({attack!r}, "python", target, "error", f"{{type(error).__name__}}: {{error}}")
-    try:  # natively (a memory map made in C): the audit hook does not see it
-        head = torch.from_file(target, size=16, dtype=torch.uint8)
-        report({attack!r}, "native", target, "got", bytes(head.tolist()))
-    except Exception as error:
-        report({attack!r}, "native", target, "error", f"{{type(error).__name__}}: {{error}}")
-"""
-
-
-def _attack(code: str) -> Callable[[Materials], Submission]:
-    def build(m: Materials) -> Submission:
-        source = _REPORT + textwrap.dedent(code(m.targets))
-        return Submission(insert_after(m.solved, m.test_ids()[0], source))
-
-    return build
-
-
-def _reads(attack: str, paths) -> Callable[[Materials], Submission]:
-    return _attack(lambda t: _READS.format(attack=attack, paths=list(paths(t))))
-
-
-_LISTS_PROCESSES = """
-import filecmp
-import fileinput
-
-names = filecmp.dircmp("/proc", "/proc").left_list  # lists /proc without os or glob
-with fileinput.input(files=["/proc/self/stat"]) as lines:
-    own = next(lines).split()[0]
-others = sorted((n for n in names if n.isdigit() and n != own), key=int)
-report("lists-processes", "python", "/proc", "got", " ".join(others))
-for pid in others[:12]:
-    target = f"/proc/{pid}/environ"
-    try:
-        with fileinput.input(files=[target], mode="rb") as lines:
-            report("lists-processes", "python", target, "got", next(lines)[:200])
-    except Exception as error:
-        report("lists-processes", "python", target, "error", f"{type(error).__name__}: {error}")
-"""
-
-_CONNECTS = """
-import xmlrpc.client
-
-target = "http://127.0.0.1:{port}/"
-try:  # any answer, even an error from the server, means a connection was made
-    xmlrpc.client.ServerProxy(target).system.listMethods()
-    report("connects", "python", target, "got", "a reply")
-except (ConnectionRefusedError, PermissionError, OSError) as error:
-    report("connects", "python", target, "error", f"{{type(error).__name__}}: {{error}}")
-except Exception as error:
-    report("connects", "python", target, "got", f"connected: {{type(error).__name__}}: {{error}}")
-"""
-
-_FORKS = """
-import time
-import torch.multiprocessing as workers
-
-context = workers.get_context("fork")
-started, problem = [], "none"
-for _ in range(100):
-    try:
-        child = context.Process(target=time.sleep, args=(3,))
-        child.start()
-        started.append(child)
-    except Exception as error:
-        problem = f"{type(error).__name__}: {error}"
-        break
-report("forks", "python", "100 processes", "got" if len(started) == 100 else "error",
-       f"{len(started)} started; {problem}")
-for child in started:
-    child.join()
-"""
-
-_WRITES = """
-import logging
-import torch
-
-for target in {paths!r}:
-    try:  # at the Python level (the audit hook sees it): a log file appended to
-        handler = logging.FileHandler(target)
-        handler.emit(logging.makeLogRecord(dict(msg="written by a submission")))
-        handler.close()
-        report("writes", "python", target, "got", "written")
-    except Exception as error:
-        report("writes", "python", target, "error", f"{{type(error).__name__}}: {{error}}")
-    try:  # natively: a shared memory map of the file, written through
-        mapped = torch.from_file(target, shared=True, size=8, dtype=torch.uint8)
-        mapped.fill_(88)
-        report("writes", "native", target, "got", "written")
-    except Exception as error:
-        report("writes", "native", target, "error", f"{{type(error).__name__}}: {{error}}")
-"""
-
-OS_KINDS = (
-    "reads-other-submission",
-    "reads-gradebook-natively",
-    "reads-solved-lesson",
-    "reads-grader-home",
-    "lists-processes",
-    "connects",
-    "forks",
-    "writes",
-)
-
-
-KINDS: list[Kind] = [
-    Kind("exception", "an exception in an exercise cell", _exception),
-    Kind(
-        "infinite-loop", "an infinite loop (the cell times out, the rest is graded)", _infinite_loop
-    ),
-    Kind("stubborn-loop", "an infinite loop that ignores the timeout's interrupt", _stubborn_loop),
-    Kind("memory-bomb", "a cell that allocates without end", _memory_bomb),
-    Kind("os-exit", "os._exit() in a cell", _os_exit),
-    Kind("sys-exit", "sys.exit() in a cell", _sys_exit),
-    Kind("ipython-exit", "exit() in a cell", _ipython_exit),
-    Kind("kill-grader", "os.kill of the grading process", _kill_grader),
-    Kind("deleted-test-cell", "a failing test cell deleted", _deleted_test_cell),
-    Kind("edited-test-cell", "a failing (locked) test cell replaced by `pass`", _edited_test_cell),
-    Kind("deleted-exercise", "an exercise cell and its test cell deleted", _deleted_exercise),
-    Kind(
-        "edited-metadata",
-        "test cells' metadata edited (points, grade flag, schema version)",
-        _edited_metadata,
-    ),
-    Kind(
-        "foreign-graded-cell",
-        "a cell of its own that claims to be a test worth 50 points",
-        _foreign_graded_cell,
-    ),
-    Kind("deleted-notebook", "no notebook handed in", _deleted_notebook, runs=False),
-    Kind("renamed-notebook", "the notebook under another name", _renamed_notebook, runs=False),
-    Kind("malformed-json", "a truncated notebook file", _malformed_json, runs=False),
-    Kind("empty-file", "an empty notebook file", _empty_file, runs=False),
-    Kind("other-assignment", "another lesson's notebook", _other_assignment, runs=False),
-    Kind("symlink", "a symbolic link to the gradebook in the submission", _symlink, runs=False),
-    Kind("wrong-shapes", "an exercise returns an extra axis", _wrong_shapes),
-    Kind("wrong-dtype", "an exercise returns integers", _wrong_dtype),
-    Kind("nan-outputs", "an exercise returns NaN", _nan_outputs),
-    Kind("patch-allclose", "np.allclose always True", _patch("np.allclose = lambda *a, **k: True")),
-    Kind(
-        "patch-np-testing",
-        "np.testing's assertions do nothing",
-        _patch("np.testing.assert_allclose = np.testing.assert_array_equal = lambda *a, **k: None"),
-    ),
-    Kind(
-        "patch-torch-allclose",
-        "torch.allclose always True, torch.testing.assert_close does nothing",
-        _patch(
-            "torch.allclose = lambda *a, **k: True\ntorch.testing.assert_close = lambda *a, **k: "
-            "None"
-        ),
-    ),
-    Kind(
-        "patch-builtins",
-        "builtins.isinstance and abs replaced",
-        _patch(
-            "import builtins\nbuiltins.isinstance = lambda obj, cls: True\nbuiltins.abs = lambda "
-            "x: 0"
-        ),
-    ),
-    Kind(
-        "patch-helpers",
-        "the course's check helpers rebound to no-ops",
-        _patch(
-            "expect_close = expect_shape = expect_raises = expect_own_function = lambda *a, **k: "
-            "None"
-        ),
-    ),
-    Kind(
-        "patch-reference",
-        "the reference library made to agree with the submission",
-        _patch(
-            "import attention_ref.np as _r, attention_ref.pt as _p, attention_ref.testing as _t\n"
-            "for _name in dir(_r):\n"
-            "    if _name in globals() and callable(globals()[_name]):\n"
-            "        setattr(_r, _name, globals()[_name]); setattr(_p, _name, globals()[_name])\n"
-            "_t.expect_close = lambda *a, **k: None"
-        ),
-    ),
-    Kind(
-        "patch-code",
-        "the reference's __code__ swapped for the submission's",
-        _patch(
-            "import attention_ref.np as _r\n"
-            "for _name in dir(_r):\n"
-            "    _mine = globals().get(_name)\n"
-            "    if callable(_mine) and hasattr(_mine, '__code__') and _mine.__module__ == "
-            "'__main__':\n"
-            "        getattr(_r, _name).__code__ = _mine.__code__"
-        ),
-    ),
-    Kind(
-        "patch-during-test",
-        "an exercise that rebinds expect_close while its test runs",
-        _patch_during_test,
-    ),
-    Kind(
-        "ipython-hooks",
-        "IPython told to swallow every later cell (input transformer)",
-        _patch("get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])"),
-    ),
-    Kind("fake-passed", "prints fake 'passed' lines", _fake_passed),
-    Kind("reads-solutions", "reads the solutions from the course directory", _reads_solutions),
-    Kind(
-        "reads-hidden-tests",
-        "reads the hidden tests from the graded notebook and the calling cell",
-        _reads_hidden_tests,
-    ),
-    Kind("reads-gradebook", "reads the gradebook", _reads_gradebook),
-    Kind("writes-course", "writes into the course directory and the gradebook", _writes_course),
-    Kind("reference-answer", "imports the reference library's answer", _reference_answer),
-    Kind(
-        "reads-other-submission",
-        "reads another student's notebook by absolute path (no construct the scan knows)",
-        _reads("reads-other-submission", lambda t: [t.other_submission]),
-    ),
-    Kind(
-        "reads-gradebook-natively",
-        "reads the gradebook by absolute path, also through a memory map made in C",
-        _reads("reads-gradebook-natively", lambda t: [t.gradebook]),
-    ),
-    Kind(
-        "reads-solved-lesson",
-        "reads the solved lesson (the course's notebook, the repository's source)",
-        _reads("reads-solved-lesson", lambda t: t.solved),
-    ),
-    Kind(
-        "reads-grader-home",
-        "reads a file in the grader's home by absolute path",
-        _reads("reads-grader-home", lambda t: [t.home_file]),
-    ),
-    Kind(
-        "lists-processes",
-        "lists /proc and reads other processes' environment",
-        _attack(lambda t: _LISTS_PROCESSES),
-    ),
-    Kind(
-        "connects",
-        "opens a TCP connection to a server on 127.0.0.1",
-        _attack(lambda t: _CONNECTS.format(port=t.port)),
-    ),
-    Kind("forks", "starts a hundred processes", _attack(lambda t: _FORKS)),
-    Kind(
-        "writes",
-        "writes a course file and a new file outside its folder (also natively)",
-        _attack(lambda t: _WRITES.format(paths=[t.victim, t.new_file])),
-    ),
-]
+KINDS: list[Kind] = [_load(path) for path in sorted(ATTACKS.glob("[0-9][0-9]-*.yml"))]
+OS_KINDS = tuple(k.name for k in KINDS if k.os_boundary)
 
 
 def kind(name: str) -> Kind:

@@ -280,3 +280,182 @@ def merge_inputs(out_a, lse_a, out_b, lse_b) -> None:
                 f"{name} must have shape (..., n_q) = {_fmt(out_a.shape[:-1])}, "
                 f"got {_fmt(lse.shape)}"
             )
+
+
+# ---- lesson 12: attention as today's open models run it ----------------------------------
+
+
+def positive_int(name: str, value) -> int:
+    """``value`` as an int, or a ValueError naming it: a count of heads, layers, slots, ..."""
+    if type(value).__name__ == "bool" or not hasattr(value, "__index__") or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def heads_per_group(num_heads: int, num_kv_heads: int) -> int:
+    """``h / g``, with a ValueError naming both when ``g`` does not divide ``h``."""
+    positive_int("num_heads", num_heads)
+    positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"{num_heads} query heads cannot be shared out among {num_kv_heads} key/value heads: "
+            "the number of query heads must be a multiple of the number of key/value heads"
+        )
+    return num_heads // num_kv_heads
+
+
+def grouped_inputs(queries, keys, values) -> tuple[int, tuple[int, ...]]:
+    """queries ``(..., h, n_q, d_k)``, keys ``(..., g, n_k, d_k)``, values ``(..., g, n_k, d_v)``
+    with ``g`` dividing ``h``: returns ``h / g`` and the broadcast batch shape."""
+    require_ndim("queries", queries, 3, "(..., h, n_q, d_k)")
+    require_ndim("keys", keys, 3, "(..., g, n_k, d_k)")
+    require_ndim("values", values, 3, "(..., g, n_k, d_v)")
+    require_same_size("d_k", "queries", queries, -1, "keys", keys, -1)
+    require_same_size("n_k", "keys", keys, -2, "values", values, -2)
+    require_same_size("the number of key/value heads", "keys", keys, -3, "values", values, -3)
+    if queries.shape[-3] % keys.shape[-3]:
+        raise ValueError(
+            f"queries have {queries.shape[-3]} heads (shape {_fmt(queries.shape)}), keys "
+            f"{keys.shape[-3]} (shape {_fmt(keys.shape)}): the number of query heads must be a "
+            "multiple of the number of key/value heads"
+        )
+    batch = broadcast_batch([("queries", queries), ("keys", keys), ("values", values)], 3)
+    return queries.shape[-3] // keys.shape[-3], batch
+
+
+def grouped_mask_shape(mask_shape: tuple, num_heads: int, group: int) -> tuple:
+    """The shape that views a mask ``(..., h or 1, n_q, n_k)`` as ``(..., g or 1, h/g or 1, n_q,
+    n_k)``, to go with queries viewed as ``(..., g, h/g, n_q, d_k)``; a mask of fewer than 3
+    dimensions broadcasts as it is."""
+    if len(mask_shape) < 3:
+        return tuple(mask_shape)
+    *batch, heads, n_q, n_k = mask_shape
+    if heads == 1:
+        return (*batch, 1, 1, n_q, n_k)
+    return (*batch, num_heads // group, group, n_q, n_k)
+
+
+def projection_heads(name: str, weight, num_heads: int) -> int:
+    """A projection ``(d_model, h * d)`` whose columns split into ``num_heads`` heads: ``d``."""
+    require_ndim(name, weight, 2, "(d_model, h * d)")
+    if weight.shape[1] % num_heads:
+        raise ValueError(
+            f"{name} has {weight.shape[1]} output columns, not a multiple of num_heads = "
+            f"{num_heads}: every head needs the same width"
+        )
+    return weight.shape[1] // num_heads
+
+
+def window_sizes(n: int, window: int, num_sinks: int = 0) -> None:
+    """A mask of ``n`` positions (n >= 0), a window of at least one key (the query's own), and
+    ``num_sinks >= 0`` first positions kept besides it."""
+    if type(n).__name__ == "bool" or not hasattr(n, "__index__") or n < 0:
+        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+    positive_int("window", window)
+    if type(num_sinks).__name__ == "bool" or not hasattr(num_sinks, "__index__") or num_sinks < 0:
+        raise ValueError(f"num_sinks must be a non-negative integer, got {num_sinks!r}")
+
+
+def cache_step_inputs(q, k_new, v_new, cache_k, cache_v) -> None:
+    """One decoding step: q ``(..., h, 1, d_k)``, the new key ``(..., g, 1, d_k)`` and value
+    ``(..., g, 1, d_v)``, and a cache whose keys/values have the new ones' head and feature
+    widths."""
+    require_ndim("q", q, 3, "(..., h, 1, d_k)")
+    for name, x in (("k_new", k_new), ("v_new", v_new)):
+        require_ndim(name, x, 3, "(..., g, 1, d)")
+        if x.shape[-2] != 1:
+            raise ValueError(
+                f"{name} holds one new position: shape (..., g, 1, d), got {_fmt(x.shape)}"
+            )
+    for name, new, cached in (("keys", k_new, cache_k), ("values", v_new, cache_v)):
+        if cached is not None and (
+            tuple(cached.shape[:-2]) != tuple(new.shape[:-2]) or cached.shape[-1] != new.shape[-1]
+        ):
+            raise ValueError(
+                f"the cache holds {name} of shape {_fmt(cached.shape)}, the new ones have shape "
+                f"{_fmt(new.shape)}: the batch, the heads and the width must agree"
+            )
+
+
+MLA_PARAM_NAMES = ("w_dkv", "w_uk", "w_uv", "w_q", "w_qr", "w_kr", "w_o")
+
+
+def mla_params(params, num_heads: int) -> tuple[int, int, int, int]:
+    """Multi-head latent attention's weights, checked against each other: w_dkv ``(d_model,
+    d_c)``, w_uk and w_uv ``(d_c, h * d_h)``, w_q ``(d_model, h * d_h)``, w_qr ``(d_model, h *
+    d_r)``, w_kr ``(d_model, d_r)``, w_o ``(h * d_h, d_model)``. Returns ``(d_model, d_c, d_h,
+    d_r)``."""
+    positive_int("num_heads", num_heads)
+    missing = [name for name in MLA_PARAM_NAMES if name not in params]
+    if missing:
+        raise ValueError(
+            f"params lacks {', '.join(missing)}: it needs {', '.join(MLA_PARAM_NAMES)}"
+        )
+    for name in MLA_PARAM_NAMES:
+        require_ndim(name, params[name], 2, "(rows, columns)")
+    d_model, d_c = params["w_dkv"].shape
+    d_h = projection_heads("w_q", params["w_q"], num_heads)
+    d_r = projection_heads("w_qr", params["w_qr"], num_heads)
+    expected = {
+        "w_uk": (d_c, num_heads * d_h), "w_uv": (d_c, num_heads * d_h),
+        "w_q": (d_model, num_heads * d_h), "w_qr": (d_model, num_heads * d_r),
+        "w_kr": (d_model, d_r), "w_o": (num_heads * d_h, d_model),
+    }  # fmt: skip
+    for name, shape in expected.items():
+        if tuple(params[name].shape) != shape:
+            raise ValueError(
+                f"{name} must have shape {_fmt(shape)} (d_model = {d_model}, d_c = {d_c}, "
+                f"h = {num_heads}, d_h = {d_h}, d_r = {d_r}), got {_fmt(params[name].shape)}"
+            )
+    if d_r % 2:
+        raise ValueError(f"the rotary width d_r must be even (pairs of features), got {d_r}")
+    return d_model, d_c, d_h, d_r
+
+
+def position(value) -> int:
+    """A position in a sequence: a non-negative integer."""
+    if type(value).__name__ == "bool" or not hasattr(value, "__index__") or value < 0:
+        raise ValueError(f"position must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def paged_inputs(q, k_pool, v_pool, block_tables, lengths, as_array):
+    """paged_attention's arguments: q ``(batch, h, 1, d_k)``, pools ``(num_blocks, block_size,
+    g, d)`` of one layout, integer block tables ``(batch, max_blocks)`` naming blocks of the pool,
+    lengths ``(batch,)`` that fit in the tables. Returns the tables and lengths as arrays (of the
+    caller's library: ``as_array``)."""
+    require_ndim("q", q, 4, "(batch, h, 1, d_k)")
+    for name, pool in (("k_pool", k_pool), ("v_pool", v_pool)):
+        if pool.ndim != 4:
+            raise ValueError(
+                f"{name} must have shape (num_blocks, block_size, g, d), got {_fmt(pool.shape)}"
+            )
+    if tuple(k_pool.shape[:3]) != tuple(v_pool.shape[:3]):
+        raise ValueError(
+            f"k_pool {_fmt(k_pool.shape)} and v_pool {_fmt(v_pool.shape)} differ in blocks or heads"
+        )
+    require_same_size("d_k", "q", q, -1, "k_pool", k_pool, -1)
+    block_tables, lengths = as_array(block_tables), as_array(lengths)
+    if (
+        block_tables.ndim != 2
+        or lengths.shape != (block_tables.shape[0],)
+        or q.shape[0] != lengths.shape[0]
+    ):
+        raise ValueError(
+            f"block_tables must be (batch, max_blocks) and lengths (batch,) with batch = "
+            f"{q.shape[0]}, "
+            f"got {_fmt(block_tables.shape)} and {_fmt(lengths.shape)}"
+        )
+    # The lengths are read only where that costs nothing: on a GPU, reading them would make the
+    # step wait for the device (and on PyTorch's meta device there is nothing to read).
+    on_host = getattr(getattr(lengths, "device", None), "type", "cpu") == "cpu"
+    if (
+        on_host
+        and lengths.shape[0]
+        and int(lengths.max()) > block_tables.shape[1] * k_pool.shape[1]
+    ):
+        raise ValueError(
+            f"a length of {int(lengths.max())} does not fit in {block_tables.shape[1]} blocks of "
+            f"{k_pool.shape[1]} positions"
+        )
+    return block_tables, lengths

@@ -58,12 +58,14 @@ def box(ax, x, y, w, h, text, color="#ffffff", edge="#333333", lw=1.2, fontsize=
     return (x, y + h / 2), (x, y - h / 2)
 
 
-def arrow(ax, start, end, color="#333333", lw=1.2, style="-|>", **kw):
+def arrow(ax, start, end, color="#333333", lw=1.2, style="-|>", gid=None, **kw):
+    """An arrow from start to end; ``gid`` names it (the tests find residual connections so)."""
     ax.annotate(
         "",
         xy=end,
         xytext=start,
         zorder=1,
+        gid=gid,
         arrowprops=dict(arrowstyle=style, color=color, lw=lw, shrinkA=0, shrinkB=0, **kw),
     )
 
@@ -142,103 +144,133 @@ def draw_multi_head_attention(heads: int = 3):
 
 
 ENCODER_LAYER = [
-    ("① Multi-head self-attention", "attention", USE_COLORS[0]),
+    ("① Multi-head attention", "attention", USE_COLORS[0]),
     ("Add & Norm", "norm", None),
     ("Feed forward", "ffn", None),
     ("Add & Norm", "norm", None),
 ]
 DECODER_LAYER = [
-    ("② Masked multi-head self-attention", "attention", USE_COLORS[1]),
+    ("② Masked multi-head attention", "attention", USE_COLORS[1]),
     ("Add & Norm", "norm", None),
-    ("③ Multi-head cross-attention", "attention", USE_COLORS[2]),
+    ("③ Multi-head attention", "attention", USE_COLORS[2]),
     ("Add & Norm", "norm", None),
     ("Feed forward", "ffn", None),
     ("Add & Norm", "norm", None),
 ]
 LEGEND = [
-    "① encoder self-attention: Q, K, V from the previous encoder layer",
-    "② decoder self-attention, masked: position $i$ sees positions $\\leq i$",
-    "③ encoder–decoder attention: Q from the decoder, K, V from the encoder",
+    ("① encoder self-attention:", "Q, K, V from the previous encoder layer"),
+    ("② masked decoder self-attention:", "position $i$ sees positions $\\leq i$"),
+    ("③ encoder–decoder (cross-) attention:", "Q from the decoder, K and V from the encoder"),
 ]
+# Figure 1's geometry: the encoder's and the decoder's column, the sub-layer boxes, the gap a
+# residual connection runs in (left of the encoder, right of the decoder, as in the paper).
+ENCODER_X, DECODER_X = 3.9, 11.4
+BOX_W, BOX_H, STEP, FIRST_Y = 4.3, 0.72, 1.15, 3.6
+RESIDUAL_GAP = 0.4
 
 
 def _stack_frames(ax):
     """The encoder (left) and decoder (right) frames, each repeated N = 6 times."""
-    for (x, height), color in (((0.7, 4.6), COLORS["encoder"]), ((7.8, 6.9), COLORS["decoder"])):
+    margin = BOX_W / 2 + RESIDUAL_GAP + 0.4  # on the residual's side
+    for x, layers, left, right, color in (
+        (ENCODER_X, len(ENCODER_LAYER), margin, BOX_W / 2 + 0.4, COLORS["encoder"]),
+        (DECODER_X, len(DECODER_LAYER), BOX_W / 2 + 0.4, margin, COLORS["decoder"]),
+    ):
+        bottom, top = FIRST_Y - 0.75, FIRST_Y + (layers - 1) * STEP + 0.7
         frame = FancyBboxPatch(
-            (x, 2.9),
-            4.6,
-            height,
+            (x - left, bottom),
+            left + right,
+            top - bottom,
             boxstyle="round,pad=0.05,rounding_size=0.3",
             facecolor=color,
             edgecolor="#777777",
             zorder=0,
         )
         ax.add_patch(frame)
-    ax.text(0.2, 5.2, "$N\\times$", fontsize=12, ha="center")
-    ax.text(12.95, 6.3, "$\\times N$", fontsize=12, ha="center")
-    ax.text(3.0, 7.75, "encoder", fontsize=10, ha="center", style="italic")
-    ax.text(10.1, 10.05, "decoder", fontsize=10, ha="center", style="italic")
+    ax.text(ENCODER_X - margin - 0.45, FIRST_Y + 1.7, "$N\\times$", fontsize=12, ha="center")
+    ax.text(DECODER_X + margin + 0.45, FIRST_Y + 2.9, "$\\times N$", fontsize=12, ha="center")
+    encoder_top = FIRST_Y + 3 * STEP + 0.75
+    ax.text(ENCODER_X - 1.3, encoder_top + 0.3, "encoder", fontsize=10, ha="center", style="italic")
+    decoder_top = FIRST_Y + 5 * STEP + 0.75
+    ax.text(DECODER_X + 2.3, decoder_top + 0.3, "decoder", fontsize=10, ha="center", style="italic")
 
 
-def _layer(ax, x, specs, y0):
-    """A stack of sub-layer boxes joined by arrows; returns the top of the last one."""
-    previous = None
+def _residual(ax, x, side, y_sublayer, y_norm):
+    """The residual connection around one sub-layer: from its input, beside it, into Add & Norm."""
+    branch = y_sublayer - BOX_H / 2 - 0.2  # on the arrow into the sub-layer
+    beside = x + side * (BOX_W / 2 + RESIDUAL_GAP)
+    ax.plot([x, beside, beside], [branch, branch, y_norm], color="#333333", lw=1.2, zorder=1)
+    arrow(ax, (beside, y_norm), (x + side * BOX_W / 2, y_norm), gid="residual")
+
+
+def _layer(ax, x, specs, side):
+    """A stack of sub-layer boxes joined by arrows, each sub-layer with its residual connection
+    into the Add & Norm above it; returns the top of the last box."""
+    previous, y = None, FIRST_Y
     for text, kind, edge in specs:
         lw = 2.6 if edge else 1.2
         top, bottom = box(
-            ax, x, y0, 4.2, 0.72, text, COLORS[kind], edge=edge or "#333333", lw=lw, fontsize=9
+            ax, x, y, BOX_W, BOX_H, text, COLORS[kind], edge=edge or "#333333", lw=lw, fontsize=9
         )
         if previous:
             arrow(ax, previous, bottom)
-        previous, y0 = top, y0 + 1.15
+        if kind == "norm":
+            _residual(ax, x, side, y - STEP, y)
+        previous, y = top, y + STEP
     return previous
 
 
 def _inputs(ax):
     for x, text, label in (
-        (3.0, "Input embedding\n+ positional encoding", "inputs"),
-        (10.1, "Output embedding\n+ positional encoding", "outputs (shifted right)"),
+        (ENCODER_X, "Input embedding\n+ positional encoding", "inputs"),
+        (DECODER_X, "Output embedding\n+ positional encoding", "outputs (shifted right)"),
     ):
-        top, bottom = box(ax, x, 1.75, 4.2, 0.9, text, COLORS["embed"], fontsize=9)
+        top, bottom = box(ax, x, 1.75, BOX_W, 0.9, text, COLORS["embed"], fontsize=9)
         arrow(ax, (x, 0.55), bottom)
         ax.text(x, 0.2, label, ha="center", fontsize=9)
-        arrow(ax, top, (x, 3.5 - 0.36))
+        arrow(ax, top, (x, FIRST_Y - BOX_H / 2))
 
 
 def _memory(ax, enc_top):
     """The encoder's output: the keys and values of every decoder layer's cross-attention."""
-    arrow(ax, enc_top, (3.0, 8.3), style="-")
-    style = dict(
-        arrowstyle="-|>",
-        color=USE_COLORS[2],
-        lw=1.8,
-        connectionstyle="angle,angleA=0,angleB=90,rad=8",
-    )
-    ax.annotate("", xy=(8.0, 5.8), xytext=(3.0, 8.3), zorder=1, arrowprops=style)
+    cross_y = FIRST_Y + 2 * STEP
+    left_edge = DECODER_X - BOX_W / 2
+    over, down = enc_top[1] + 0.95, left_edge - 0.3
+    ax.plot([enc_top[0], enc_top[0], down, down], [enc_top[1], over, over, cross_y],
+            color=USE_COLORS[2], lw=1.8, zorder=1)  # fmt: skip
+    arrow(ax, (down, cross_y), (left_edge, cross_y), color=USE_COLORS[2], lw=1.8)
     ax.text(
-        5.5, 8.45, "keys and values from the encoder", fontsize=8, color=USE_COLORS[2], ha="center"
-    )
+        (enc_top[0] + down) / 2, over + 0.15, "keys and values from the encoder", fontsize=8,
+        color=USE_COLORS[2], ha="center",
+    )  # fmt: skip
 
 
 def _output_head(ax, dec_top):
-    top, bottom = box(ax, 10.1, 10.9, 3.0, 0.62, "Linear", COLORS["linear"], fontsize=9)
+    top, bottom = box(
+        ax, DECODER_X, dec_top[1] + 1.0, 3.0, 0.62, "Linear", COLORS["linear"], fontsize=9
+    )
     arrow(ax, dec_top, bottom)
-    top2, bottom2 = box(ax, 10.1, 11.85, 3.0, 0.62, "Softmax", COLORS["softmax"], fontsize=9)
+    top2, bottom2 = box(
+        ax, DECODER_X, top[1] + 0.64, 3.0, 0.62, "Softmax", COLORS["softmax"], fontsize=9
+    )
     arrow(ax, top, bottom2)
-    arrow(ax, top2, (10.1, 12.65))
-    ax.text(10.1, 12.8, "output probabilities", ha="center", fontsize=9)
+    arrow(ax, top2, (DECODER_X, top2[1] + 0.5))
+    ax.text(DECODER_X, top2[1] + 0.65, "output probabilities", ha="center", fontsize=9)
 
 
 def draw_transformer():
-    """The encoder-decoder Transformer; the three uses of multi-head attention are marked."""
-    fig, ax = _canvas(14, 13.2, (8.8, 8.3))
+    """The encoder-decoder Transformer of the paper's Figure 1, with the residual connection around
+    every sub-layer; the three uses of multi-head attention are marked."""
+    fig, ax = _canvas(15.4, 13.6, (9.6, 8.5))
     _stack_frames(ax)
-    enc_top = _layer(ax, 3.0, ENCODER_LAYER, 3.5)
-    dec_top = _layer(ax, 10.1, DECODER_LAYER, 3.5)
+    enc_top = _layer(ax, ENCODER_X, ENCODER_LAYER, side=-1)
+    dec_top = _layer(ax, DECODER_X, DECODER_LAYER, side=+1)
     _inputs(ax)
     _memory(ax, enc_top)
     _output_head(ax, dec_top)
-    for i, (text, color) in enumerate(zip(LEGEND, USE_COLORS)):
-        ax.text(0.2, 12.6 - 0.5 * i, text, fontsize=8.5, color=color, ha="left")
+    y = 13.3
+    for (use, detail), color in zip(LEGEND, USE_COLORS):
+        ax.text(0.3, y, use, fontsize=8.5, color=color, ha="left", va="top")
+        ax.text(0.7, y - 0.4, detail, fontsize=8.5, color=color, ha="left", va="top")
+        y -= 0.95
     return fig

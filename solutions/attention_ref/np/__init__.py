@@ -1,32 +1,45 @@
 """NumPy reference: every function the lessons build, importable by name.
 
-``from attention_ref.np import softmax`` -- the same names exist in ``attention_ref.pt``.
-Each lesson's functions live in their own module; add a lesson's exports in its own block.
+``from attention_ref.np import softmax`` -- the same names exist in ``attention_ref.pt``. Each
+lesson's functions live in their own module, imported here with the lesson named on the import
+itself (``# lesson N``), where sorting the imports cannot separate the label from its line. Lesson
+9's KV cache runs lesson 8's PyTorch model: attention_ref.pt only.
 """
 
-# lesson 1 -- retrieval as attention
-from .additive import additive_attention, additive_scores
-
-# lesson 9 -- efficient attention (its KV cache runs lesson 8's PyTorch model: attention_ref.pt
-# only)
-from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
-
-# lesson 6 -- the position-wise feed-forward network
-from .feedforward import (
+from .additive import additive_attention, additive_scores  # lesson 2
+from .efficient import (  # lesson 9
+    merge_attention,
+    online_softmax,
+    online_softmax_stats,
+    tiled_attention,
+)
+from .feedforward import (  # lesson 6
     ffn_parameter_count,
     init_ffn_params,
     layer_parameter_counts,
     position_wise_ffn,
 )
-
-# lesson 10 -- generating text: temperature, top-k, beam search
-from .generation import beam_search, length_penalty, next_token_distribution, sample_next
-
-# lesson 3 -- masking
-from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask
-
-# lesson 4 -- multi-head attention
-from .multihead import (
+from .generation import (  # lesson 10
+    beam_search,
+    length_penalty,
+    next_token_distribution,
+    sample_next,
+)
+from .gqa import (  # lesson 12
+    grouped_query_attention,
+    kv_cache_bytes_per_token,
+    mean_pool_kv_heads,
+    repeat_kv_heads,
+)
+from .latent import (  # lesson 12
+    absorb_mla_params,
+    init_mla_params,
+    mla_attention,
+    mla_cache_bytes_per_token,
+    mla_decode_step,
+)
+from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask  # lesson 3
+from .multihead import (  # lesson 4
     init_params,
     merge_heads,
     multi_head_attention,
@@ -34,13 +47,20 @@ from .multihead import (
     parameter_count,
     split_heads,
 )
-
-# lesson 7 -- positional encoding
-from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
-
-# lesson 10 -- the two pre-training objectives and BERT's size
-from .pretraining import bert_parameter_counts, mask_tokens, masked_lm_loss, next_token_loss
-from .retrieval import (
+from .paged import PagedKVCache, paged_attention  # lesson 12
+from .positional import (  # lesson 7
+    add_positional_encoding,
+    frequencies,
+    positional_encoding,
+    shift_matrix,
+)
+from .pretraining import (  # lesson 10
+    bert_parameter_counts,
+    mask_tokens,
+    masked_lm_loss,
+    next_token_loss,
+)
+from .retrieval import (  # lesson 1
     dot_scores,
     kernel_regression,
     normalize_weights,
@@ -48,24 +68,19 @@ from .retrieval import (
     softmax,
     weighted_sum,
 )
-
-# lesson 10 (optional section) -- rotary position embedding
-from .rotary import rotary_embedding
-
-# lesson 2 -- scaled dot-product attention (the mask of lesson 3 included)
-from .sdpa import attention_weights, scaled_dot_product_attention
-
-# lesson 5 -- the three uses of attention
-from .three_uses import (
+from .rotary import rotary_embedding  # lesson 10 (optional section)
+from .sdpa import (  # lesson 2 (the mask of lesson 3 included)
+    attention_weights,
+    scaled_dot_product_attention,
+)
+from .three_uses import (  # lesson 5
     combine_masks,
     decoder_self_attention,
     encoder_decoder_attention,
     encoder_self_attention,
     transformer_masks,
 )
-
-# lesson 8 -- the Transformer assembled
-from .transformer import (
+from .transformer import (  # lesson 8
     add_and_norm,
     decoder,
     decoder_layer,
@@ -74,6 +89,13 @@ from .transformer import (
     init_decoder_layer_params,
     init_encoder_layer_params,
     layer_norm,
+)
+from .window import (  # lesson 12
+    empty_rolling_cache,
+    rolling_cache_attention,
+    sink_cache_attention,
+    sliding_window_mask,
+    window_reach,
 )
 
 __all__ = [
@@ -131,4 +153,20 @@ __all__ = [
     "next_token_distribution",
     "sample_next",
     "rotary_embedding",
+    "repeat_kv_heads",
+    "grouped_query_attention",
+    "kv_cache_bytes_per_token",
+    "mean_pool_kv_heads",
+    "sliding_window_mask",
+    "window_reach",
+    "empty_rolling_cache",
+    "rolling_cache_attention",
+    "sink_cache_attention",
+    "init_mla_params",
+    "mla_attention",
+    "absorb_mla_params",
+    "mla_decode_step",
+    "mla_cache_bytes_per_token",
+    "PagedKVCache",
+    "paged_attention",
 ]

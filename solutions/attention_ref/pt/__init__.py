@@ -1,35 +1,49 @@
 """PyTorch reference: the same names as attention_ref.np, device-agnostic.
 
-``pick_device()`` chooses cuda > mps > cpu once; each function runs where its inputs live.
-Each lesson's functions live in their own module; add a lesson's exports in its own block.
+``pick_device()`` chooses cuda > mps > cpu once; each function runs where its inputs live. Each
+lesson's functions live in their own module, imported here with the lesson named on the import
+itself (``# lesson N``), where sorting the imports cannot separate the label from its line. PyTorch
+only: lesson 8's trainable model (attention_ref.pt.model), lesson 9's cached decoder
+(attention_ref.pt.decoding) and lesson 10's language models (attention_ref.pt.lm).
 """
 
-from .additive import additive_attention, additive_scores
-from .decoding import cached_self_attention
-from .device import available_devices, pick_device
-
-# lesson 9 -- efficient attention; the KV cache (PyTorch only: CachedDecoder, greedy_decode_cached
-# and lesson 8's model are in attention_ref.pt.decoding and attention_ref.pt.model)
-from .efficient import merge_attention, online_softmax, online_softmax_stats, tiled_attention
-
-# lesson 6 -- the position-wise feed-forward network
-from .feedforward import (
+from .additive import additive_attention, additive_scores  # lesson 2
+from .decoding import cached_self_attention  # lesson 9
+from .device import available_devices, pick_device  # every lesson: cuda > mps > cpu
+from .efficient import (  # lesson 9
+    merge_attention,
+    online_softmax,
+    online_softmax_stats,
+    tiled_attention,
+)
+from .feedforward import (  # lesson 6
     ffn_parameter_count,
     ffn_params_from_torch,
     init_ffn_params,
     layer_parameter_counts,
     position_wise_ffn,
 )
-
-# lesson 10 -- generating text: temperature, top-k, beam search (the models, their training and the
-# cached generator are in attention_ref.pt.lm, PyTorch only)
-from .generation import beam_search, length_penalty, next_token_distribution, sample_next
-
-# lesson 3 -- masking
-from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask
-
-# lesson 4 -- multi-head attention
-from .multihead import (
+from .generation import (  # lesson 10
+    beam_search,
+    length_penalty,
+    next_token_distribution,
+    sample_next,
+)
+from .gqa import (  # lesson 12
+    grouped_query_attention,
+    kv_cache_bytes_per_token,
+    mean_pool_kv_heads,
+    repeat_kv_heads,
+)
+from .latent import (  # lesson 12
+    absorb_mla_params,
+    init_mla_params,
+    mla_attention,
+    mla_cache_bytes_per_token,
+    mla_decode_step,
+)
+from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask  # lesson 3
+from .multihead import (  # lesson 4
     init_params,
     merge_heads,
     multi_head_attention,
@@ -38,15 +52,20 @@ from .multihead import (
     params_from_torch,
     split_heads,
 )
-
-# lesson 7 -- positional encoding
-from .positional import add_positional_encoding, frequencies, positional_encoding, shift_matrix
-
-# lesson 10 -- the two pre-training objectives and BERT's size
-from .pretraining import bert_parameter_counts, mask_tokens, masked_lm_loss, next_token_loss
-
-# lesson 1 -- retrieval as attention
-from .retrieval import (
+from .paged import PagedKVCache, paged_attention  # lesson 12
+from .positional import (  # lesson 7
+    add_positional_encoding,
+    frequencies,
+    positional_encoding,
+    shift_matrix,
+)
+from .pretraining import (  # lesson 10
+    bert_parameter_counts,
+    mask_tokens,
+    masked_lm_loss,
+    next_token_loss,
+)
+from .retrieval import (  # lesson 1
     dot_scores,
     kernel_regression,
     normalize_weights,
@@ -54,27 +73,20 @@ from .retrieval import (
     softmax,
     weighted_sum,
 )
-
-# lesson 10 (optional section) -- rotary position embedding
-from .rotary import rotary_embedding
-
-# lesson 2 -- scaled dot-product attention (the mask of lesson 3 included)
-from .sdpa import attention_weights, scaled_dot_product_attention
-
-# lesson 5 -- the three uses of attention
-from .three_uses import (
+from .rotary import rotary_embedding  # lesson 10 (optional section)
+from .sdpa import (  # lesson 2 (the mask of lesson 3 included)
+    attention_weights,
+    scaled_dot_product_attention,
+)
+from .three_uses import (  # lesson 5
     combine_masks,
     decoder_self_attention,
     encoder_decoder_attention,
     encoder_self_attention,
     transformer_masks,
 )
-
-# lesson 8 -- training the Transformer (section 5): label smoothing, Eq. (3), residual dropout
-from .training import dropout, label_smoothed_cross_entropy, lrate
-
-# lesson 8 -- the Transformer assembled
-from .transformer import (
+from .training import dropout, label_smoothed_cross_entropy, lrate  # lesson 8
+from .transformer import (  # lesson 8
     add_and_norm,
     decoder,
     decoder_layer,
@@ -85,6 +97,13 @@ from .transformer import (
     init_decoder_layer_params,
     init_encoder_layer_params,
     layer_norm,
+)
+from .window import (  # lesson 12
+    empty_rolling_cache,
+    rolling_cache_attention,
+    sink_cache_attention,
+    sliding_window_mask,
+    window_reach,
 )
 
 __all__ = [
@@ -152,4 +171,20 @@ __all__ = [
     "next_token_distribution",
     "sample_next",
     "rotary_embedding",
+    "repeat_kv_heads",
+    "grouped_query_attention",
+    "kv_cache_bytes_per_token",
+    "mean_pool_kv_heads",
+    "sliding_window_mask",
+    "window_reach",
+    "empty_rolling_cache",
+    "rolling_cache_attention",
+    "sink_cache_attention",
+    "init_mla_params",
+    "mla_attention",
+    "absorb_mla_params",
+    "mla_decode_step",
+    "mla_cache_bytes_per_token",
+    "PagedKVCache",
+    "paged_attention",
 ]

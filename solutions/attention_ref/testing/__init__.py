@@ -16,12 +16,15 @@ The parts (import the names from here, ``from attention_ref.testing import expec
 * ``ownership`` -- a graded function is the notebook's own, not the reference's answer;
 * ``meta_device`` -- the device contract, checked on PyTorch's meta device on any machine;
 * ``spies`` -- which PyTorch functions (and which methods of an object) a call ran;
-* ``one_pass`` -- a single pass over a row, watched by an ndarray subclass.
+* ``one_pass`` -- a single pass over a row, watched by an ndarray subclass;
+* ``blocks`` -- the matrix products a call computes: one block of keys at a time (tiled attention),
+  the newest position only (a KV cache).
 """
 
 from __future__ import annotations
 
 from . import tamper
+from .blocks import expect_key_blocks, expect_newest_position_only
 from .checks import (
     expect_close,
     expect_dtype,
@@ -49,6 +52,8 @@ __all__ = [
     "expect_does_not_call",
     "expect_dtype",
     "expect_integer",
+    "expect_key_blocks",
+    "expect_newest_position_only",
     "expect_one_pass",
     "expect_own_function",
     "expect_raises",
