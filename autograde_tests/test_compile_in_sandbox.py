@@ -75,6 +75,7 @@ def test_the_hook_lets_a_kernel_compile_and_keeps_ptxas_out_of_the_course(tmp_pa
         for arch in ("sm_80", "sm_90"):
             build = flash_compile.compile_kernel(flash.softmax_kernel, types, (64,), arch)
             out[arch] = build.registers
+        out["left in tmp"] = os.listdir(tempfile.tempdir)
         ptxas, gradebook = {_tool()!r}, {str(course / "gradebook.db")!r}
         tries = {{
             "ptxas writing into the course": [ptxas, "x.ptx", "-o", gradebook],
@@ -95,5 +96,6 @@ def test_the_hook_lets_a_kernel_compile_and_keeps_ptxas_out_of_the_course(tmp_pa
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["sm_80"] > 0 and out["sm_90"] > 0, out
+    assert out["left in tmp"] == [], "the compiler's folders are removed after each compile"
     assert out["ptxas writing into the course"] == out["another program"] == "refused", out
     assert (course / "gradebook.db").read_text() == "grades"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -337,7 +338,9 @@ def test_the_compiler_refuses_what_the_interpreter_runs(rule):
         assert re.search(r"at line \d+ of \S+ \(" + kernel.fn.__name__, str(refused.value))
 
 
-def test_device_print_is_the_compiled_print():
+def test_device_print_is_the_compiled_print(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
     @flash.triton.jit
     def prints(x_ptr, n, BLOCK: flash.tl.constexpr):
         x = flash.tl.load(x_ptr + flash.tl.arange(0, BLOCK))
@@ -347,6 +350,7 @@ def test_device_print_is_the_compiled_print():
         prints, "prints", ("*fp32", "i32"), (16,), archs=("sm_90",), show=False
     )
     assert build.registers > 0
+    assert list(tmp_path.iterdir()) == [], "the compiler's folder is removed after the compile"
 
 
 def test_compiling_leaves_the_interpreter_as_it_was():

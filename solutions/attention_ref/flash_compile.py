@@ -202,18 +202,6 @@ def parse_ptxas(log: str) -> dict[str, int]:
     return found
 
 
-_CACHE_DIR: list[str] = []  # Triton's file cache: a private folder of this process
-
-
-def _private_cache() -> str:
-    """The compiler writes its stages to a cache folder: one of our own, in the temporary folder
-    (writable in the grading sandbox, unlike ~/.triton), never read back (each compile is fresh,
-    so that ptxas runs and reports)."""
-    if not _CACHE_DIR:
-        _CACHE_DIR.append(tempfile.mkdtemp(prefix="triton-compile-check-"))
-    return _CACHE_DIR[0]
-
-
 _BUILDS: dict[tuple, Build] = {}  # this process's compiles, by kernel source and settings
 
 
@@ -289,13 +277,17 @@ def _build(jit: JITFunction, signature: dict, constexprs: dict, arch: str) -> Bu
     with knobs.nvidia.scope(), knobs.compilation.scope(), knobs.cache.scope():
         knobs.nvidia.dump_ptxas_log = True  # ptxas -v's report, printed by Triton: captured
         knobs.compilation.always_compile = True
-        knobs.cache.dir = _private_cache()
-        with contextlib.redirect_stdout(log):
-            compiled = _COMPILE(
-                ASTSource(fn=jit, signature=signature, constexprs=constexprs),
-                target=GPUTarget("cuda", ARCHS[arch], 32),
-                options={"enable_fp_fusion": True},  # Triton 3.9's default for a launch
-            )
+        with tempfile.TemporaryDirectory(prefix="triton-compile-check-") as folder:
+            # the compiler writes every stage to a cache folder: one of our own in the temporary
+            # folder (writable in the grading sandbox, unlike ~/.triton), removed after the
+            # compile (never read back: each compile is fresh, so that ptxas runs and reports)
+            knobs.cache.dir = folder
+            with contextlib.redirect_stdout(log):
+                compiled = _COMPILE(
+                    ASTSource(fn=jit, signature=signature, constexprs=constexprs),
+                    target=GPUTarget("cuda", ARCHS[arch], 32),
+                    options={"enable_fp_fusion": True},  # Triton 3.9's default for a launch
+                )
     report = parse_ptxas(log.getvalue())
     return Build(
         kernel=jit.__name__,
