@@ -405,8 +405,11 @@ def test_a_helper_taken_from_the_library_is_not_the_notebook_s_own():
 
 @pytest.mark.skipif(not flash.INTERPRETED, reason="kernels are compiled here, not interpreted")
 def test_the_interpreter_swaps_the_language_once_a_launch_and_puts_it_back():
-    """attention_ref.flash_interpreter: the same numbers to the bit as Triton's own interpreter,
-    and after a launch triton.language is as it was before any kernel ran."""
+    """attention_ref.flash_interpreter: the same numbers to the bit as Triton's own interpreter
+    (which also checks integer overflow, for an assertion it then drops), and after a launch
+    triton.language and the interpreter's options are as they were before."""
+    from triton.runtime import interpreter
+
     from attention_ref import flash_compile, flash_interpreter
 
     q, k, v = _inputs((2,), 37, 37, 16, seed=8, scale=3.0)
@@ -418,7 +421,9 @@ def test_the_interpreter_swaps_the_language_once_a_launch_and_puts_it_back():
         return out, lse, *grads
 
     assert flash_interpreter._STATE["installed"]
+    options = interpreter.interpreter_builder.options
     patched = run()
+    assert interpreter.interpreter_builder.options is options
     changed = [
         key
         for key, value in flash_compile._PRISTINE.items()

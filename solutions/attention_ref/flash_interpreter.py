@@ -10,13 +10,22 @@ run later in the same process, fails on kernels it accepts elsewhere.
 
 :func:`install` wraps the two places: within a launch, a helper's call swaps only the modules the
 launch has not swapped yet; after the launch, everything of ``triton.language`` is put back as it
-was before any kernel ran (attention_ref.flash_compile noted it at import). The numbers a kernel
-computes are the same, to the bit (autograde_tests/reference/test_flash_reference.py checks).
+was before any kernel ran (attention_ref.flash_compile noted it at import).
+
+It also skips work whose result the interpreter throws away: every integer ``+``, ``-`` and ``*``
+on a block is computed a second time in int64 and compared with the type's bounds
+(``sanitize_overflow``), for a ``tl.device_assert`` that does nothing unless the kernel is run
+in debug mode, which the interpreter never is. A third of an interpreted attention kernel's time;
+within a launch that is not in debug mode, the check is off.
+
+The numbers a kernel computes are the same, to the bit (autograde_tests/reference/
+test_flash_reference.py compares with Triton's own interpreter).
 Where Triton's interpreter is not built this way (another version), nothing is changed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import types
 
 from attention_ref import flash_compile
@@ -44,7 +53,7 @@ def install() -> bool:
     """Wrap the interpreter's swapping (once per process); False where it is not Triton 3.9's."""
     from triton.runtime import interpreter
 
-    needed = ("_patch_lang", "_LangPatchScope", "GridExecutor")
+    needed = ("_patch_lang", "_LangPatchScope", "GridExecutor", "interpreter_builder")
     if _STATE["installed"] or not all(hasattr(interpreter, name) for name in needed):
         return _STATE["installed"]
     swap, launch = interpreter._patch_lang, interpreter.GridExecutor.__call__
@@ -59,6 +68,11 @@ def install() -> bool:
         return scope
 
     def run(self, *args, **kwargs):
+        builder = interpreter.interpreter_builder
+        options = builder.options
+        if not _STATE["depth"] and not options.debug and options.sanitize_overflow:
+            # its only use is an assertion that device_assert drops when not debug
+            builder.options = dataclasses.replace(options, sanitize_overflow=False)
         _STATE["depth"] += 1
         try:
             return launch(self, *args, **kwargs)
@@ -67,6 +81,7 @@ def install() -> bool:
             if not _STATE["depth"]:
                 _STATE["patched"].clear()
                 _restore_language()
+                builder.options = options
 
     interpreter._patch_lang = patch_lang
     interpreter.GridExecutor.__call__ = run
