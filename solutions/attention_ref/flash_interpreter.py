@@ -15,7 +15,7 @@ was before any kernel ran (attention_ref.flash_compile noted it at import).
 It also skips work whose result the interpreter throws away: every integer ``+``, ``-`` and ``*``
 on a block is computed a second time in int64 and compared with the type's bounds
 (``sanitize_overflow``), for a ``tl.device_assert`` that does nothing unless the kernel is run
-in debug mode, which the interpreter never is. A third of an interpreted attention kernel's time;
+in debug mode, which the interpreter never is: a third to a half of an interpreted kernel's time;
 within a launch that is not in debug mode, the check is off.
 
 The numbers a kernel computes are the same, to the bit (autograde_tests/reference/
