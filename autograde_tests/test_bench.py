@@ -3,11 +3,15 @@ not timed tests), the GPU section's code on the CPU, and the parsing of the clas
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
+import attention_ref.flash as flash
 from coursekit import bench
 from coursekit.bench.cli import main as bench_main
+from coursekit.bench.triton_kernels import backward_rows
 
 pytestmark = pytest.mark.bench
 
@@ -28,6 +32,9 @@ def test_every_section_runs_on_toy_sizes(capsys):
         assert title in out, f"{title!r} missing from the benchmark's output:\n{out}"
     if not torch.cuda.is_available():
         assert "no GPU on this machine" in out
+    if flash.UNAVAILABLE is None:  # compiling for a GPU needs none
+        assert "compiled for an A100 (sm_80) and an H100 (sm_90)" in out
+        assert "attention_kernel" in out and "registers" in out
 
 
 def test_gpu_section_code_runs_on_the_cpu():
@@ -38,6 +45,22 @@ def test_gpu_section_code_runs_on_the_cpu():
     tiled = next(row for row in timing.rows if row[0].startswith("tiled PyTorch"))
     # it ran (and matched the built-in) at every n
     assert all(float(cell) > 0 for cell in tiled[1:]), tiled
+
+
+def test_lesson_11_backward_is_timed_against_flash_on_a_gpu():
+    """The backward kernel's row beside the forward one: measured where CUDA compiles the
+    kernels, and a row saying why not elsewhere."""
+    tables = bench.bench_gpu(bench.TINY, device="cpu")
+    text = "\n".join(table.render() for table in tables)
+    assert "Triton backward (lesson 11)" in text and "not run" in text
+    if not torch.cuda.is_available() or flash.UNAVAILABLE:
+        pytest.skip("no CUDA GPU here: the backward kernel is timed on one only")
+    from coursekit.bench.gpu import _Setting
+
+    cfg = dataclasses.replace(bench.TINY, gpu_shape=(1, 2, 64))  # a head dimension the kernels take
+    setting = _Setting(cfg, torch.device("cuda"), torch.float16, torch.Generator("cuda"))
+    rows = backward_rows(setting, 256)
+    assert rows[0][0] == "Triton backward / flash backward throughput" and float(rows[0][1]) > 0
 
 
 def test_class_grading_report_is_found_and_parsed(tmp_path):

@@ -27,9 +27,16 @@ LAYERS = {
 LONGEST = 60  # lines per function: one screen
 LIBRARY_DEPENDENCIES = {"numpy", "torch", "attention_ref"}
 # The library's optional modules: each may import one more package, and nothing in the library
-# imports them. figures.py draws the paper's figures (matplotlib); flash.py holds lesson 11's
-# Triton kernels (triton, which has wheels for Linux only).
-OPTIONAL = {"figures.py": "matplotlib", "flash.py": "triton"}
+# imports them (but one that needs the same package). figures.py draws the paper's figures
+# (matplotlib); flash*.py hold lesson 11's Triton kernels and compile them for a GPU (triton,
+# which has wheels for Linux only).
+OPTIONAL = {
+    "figures.py": "matplotlib",
+    "flash.py": "triton",
+    "flash_backward.py": "triton",
+    "flash_compile.py": "triton",
+    "flash_interpreter.py": "triton",
+}
 
 
 def _modules(folder: Path) -> list[Path]:
@@ -97,13 +104,13 @@ def test_the_reference_library_needs_only_numpy_and_torch():
 
 @pytest.mark.parametrize("optional", sorted(OPTIONAL))
 def test_nothing_in_the_library_imports_its_optional_modules(optional):
-    """Only the lessons (and the book, the benchmark) import figures.py and flash.py."""
+    """Only the lessons (and the book, the benchmark) import figures.py and flash*.py."""
     stem = optional.removesuffix(".py")
     offenders = [
         str(path.relative_to(ROOT))
         for path in _modules(ROOT / "solutions" / "attention_ref")
         for name in _imports(path)
-        if name.split(".")[-1] == stem
+        if name.split(".")[-1] == stem and OPTIONAL.get(path.name) != OPTIONAL[optional]
     ]
     assert not offenders, f"only the lessons import {optional}: {offenders}"
 

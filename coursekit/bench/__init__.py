@@ -17,8 +17,10 @@ fails when a target is missed (a shared or slower machine moves the numbers). Th
   gpu        where CUDA is present: tiled PyTorch attention against F.scaled_dot_product_attention
              and its backends at n = 1k ... 16k, throughput at n = 8k (moonshot: >= 0.5x) and
              peak GPU memory; lesson 11's Triton kernel (compiled, never interpreted) in the same
-             tables, its throughput against FlashAttention's at n = 8k (moonshot: >= 0.5x).
-             Elsewhere the section says "no GPU on this machine".
+             tables, its throughput against FlashAttention's at n = 8k (moonshot: >= 0.5x), and its
+             backward kernel against FlashAttention's backward (TFLOP/s). Elsewhere the section
+             says "no GPU on this machine". On any machine: lesson 11's reference kernels
+             compiled for sm_80 and sm_90 (registers, spills, shared memory; no GPU needed).
 
 The book's build times are measured separately by ``make bench-book`` (it rebuilds the book).
 ``python -m coursekit.bench --only attention,memory`` runs some sections; ``--tiny`` runs every

@@ -1,7 +1,9 @@
-"""Tiled PyTorch attention against F.scaled_dot_product_attention on a GPU.
+"""Tiled PyTorch attention against F.scaled_dot_product_attention on a GPU, and lesson 11's
+Triton kernels: forward and backward against FlashAttention's (coursekit.bench.triton_kernels).
 
 Runs on any device (the smoke test runs it on the CPU with toy sizes); peak memory is only
-measured on CUDA. Where CUDA is missing, :func:`bench_gpu` says so in a one-row table.
+measured on CUDA. Where CUDA is missing, :func:`bench_gpu` says so in a one-row table, and adds
+what needs no GPU: lesson 11's kernels compiled for an A100 and an H100.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 
 from coursekit.bench.attention import sdpa_backends, sdpa_with
 from coursekit.bench.report import Config, Table, fmt_bytes, interleaved_best, progress, verdict
+from coursekit.bench.triton_kernels import backward_rows, bench_compiled
 
 BUILT_IN = "F.sdpa (its own choice)"
 FLASH = "F.sdpa [flash_attention]"
@@ -100,7 +103,7 @@ def _triton_attention(s: _Setting):
         return None
     import attention_ref.flash as flash
 
-    if flash.UNAVAILABLE or flash.INTERPRETED:
+    if flash.UNAVAILABLE or flash.INTERPRETED or s.cfg.gpu_shape[2] not in flash.HEAD_DIMS:
         return None
     kernel = flash.attention_kernel
     return lambda q, k, v: flash.attention(q, k, v, kernel, block_q=64, block_k=64)[0]
@@ -205,6 +208,7 @@ def _throughput_table(s: _Setting, times: dict, block: int) -> Table:
     table.rows.append(["tiled TFLOP/s", f"{flops / ours / 1e12:.1f}", "", ""])
     table.rows.append(["built-in TFLOP/s", f"{flops / theirs / 1e12:.1f}", "", ""])
     _triton_rows(table, times, n, flops)
+    table.rows += backward_rows(s, n)  # lesson 11's backward kernel against flash's
     return table
 
 
@@ -277,7 +281,7 @@ def bench_gpu(cfg: Config, device=None) -> list[Table]:
 
     if device is None:
         if not torch.cuda.is_available():
-            return _no_gpu()
+            return [*_no_gpu(), bench_compiled(cfg)]  # compiling for a GPU needs none
         device = "cuda"
     device = torch.device(device)
     dtype = torch.float16 if device.type == "cuda" else torch.float32
@@ -288,4 +292,5 @@ def bench_gpu(cfg: Config, device=None) -> list[Table]:
         _timing_table(s, times, block_times),
         _throughput_table(s, times, block),
         _memory_table(s, block),
+        bench_compiled(cfg),
     ]

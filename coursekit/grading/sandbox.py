@@ -21,8 +21,10 @@ folder), or, where the instructor accepted it, without (``SandboxKernelManager.s
   reading or listing the course directory (the solutions, the gradebook, other students' work,
   any notebook: the one being graded holds the hidden tests) outside the reference library, the
   grader's home folder (but for caches and configuration) and other processes' /proc entries;
-  writing anywhere but the submission's own folder and temporary folders; starting processes;
-  signalling other processes; opening databases or network connections; loading native code.
+  writing anywhere but the submission's own folder and temporary folders; starting processes
+  (but for the GPU assembler inside Triton's wheel, called as Triton calls it to compile lesson
+  11's kernels: coursekit.grading.compilers); signalling other processes; opening databases or
+  network connections; loading native code.
 
 The limits are in the kernel process, so they hold for anything it runs. The audit hook and the
 guard run inside the kernel too: they stop the attacks the course's tests exercise at the Python
@@ -34,8 +36,10 @@ the findings that hold a submission for review.
 
 from __future__ import annotations
 
+import atexit
 import os
 import resource
+import shutil
 import signal
 import sys
 import tempfile
@@ -45,7 +49,7 @@ from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Enum, Integer, List, Unicode
 
-from coursekit.grading import bwrap
+from coursekit.grading import bwrap, compilers
 from coursekit.grading.bwrap import BUBBLEWRAP, PYTHON_ONLY
 
 ENV_MEMORY = "COURSE_SANDBOX_MEMORY_MB"
@@ -225,7 +229,8 @@ def make_audit_hook(
         raise PermissionError(f"not allowed while grading: {what}")
 
     check_read, check_write = _path_checks(protected, allowed, writable, refuse)
-    on_open, on_change, on_list = _file_events(_resolver(), check_read, check_write)
+    resolve = _resolver()
+    on_open, on_change, on_list = _file_events(resolve, check_read, check_write)
 
     def hook(event: str, args: tuple) -> None:
         if event == "open":
@@ -235,7 +240,11 @@ def make_audit_hook(
         elif event in _LIST_EVENTS:
             on_list(event, args)
         elif event in _PROCESS_EVENTS:
-            refuse(f"starting a process ({event})")
+            files = compilers.assembler_files(event, args)
+            if files is None:
+                refuse(f"starting a process ({event})")
+            for name in files:  # ptxas reads and writes only where the kernel itself may write
+                check_write(resolve(name), f"{event}: the assembler's file {name!r}")
         elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
             if event != "os.kill" or not args or args[0] != own_pid:
                 refuse(f"{event}{args!r}: signalling another process")
@@ -285,6 +294,11 @@ def _environment() -> None:
     for name in list(os.environ):
         if not name.startswith(_KEEP_ENV):
             del os.environ[name]
+    # Triton's compile cache (kernels compiled on a GPU machine): a private folder in the
+    # temporary folder (the box's own /tmp in bubblewrap), not the grader's ~/.triton
+    cache = tempfile.mkdtemp(prefix="triton-cache-")
+    atexit.register(shutil.rmtree, cache, True)
+    os.environ["TRITON_CACHE_DIR"] = cache
     threads = os.environ.get(ENV_THREADS)
     if threads:
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
