@@ -187,7 +187,6 @@ def test_numpy_and_torch_modules_export_the_same_names_and_signatures():
         ]
 
     for name in shared:
-
         np_params, pt_params = described(getattr(rnp, name)), described(getattr(rpt, name))
         assert pt_params[: len(np_params)] == np_params, name
         extra = pt_params[len(np_params) :]
