@@ -56,6 +56,16 @@ def _text(page: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
 
 
+def _article_text(page: Path) -> str:
+    """The visible text of the page's own article, without the book's navigation (whose
+    "Grading with nbgrader" is an instructors' page, not a leak of the lesson's metadata)."""
+    found = re.search(
+        r'<article class="bd-article"[^>]*>(.*)</article>', page.read_text(encoding="utf-8"), re.S
+    )
+    assert found, f"{page.name} has no <article class=\"bd-article\">: the theme changed"
+    return html.unescape(re.sub(r"<[^>]+>", "", found.group(1)))
+
+
 @pytest.mark.parametrize("lesson", all_lessons(), ids=lambda item: item.assignment)
 def test_lesson_page_is_executed_with_figures(book, lesson):
     page = book / "lessons" / f"{lesson.name}.html"
@@ -77,7 +87,7 @@ def test_solutions_are_folded_and_hidden_tests_absent(book, lesson):
     assert text.count("tag_hide-input") == solution_cells, (
         "each solution cell is folded behind a toggle"
     )
-    visible = _text(page)
+    visible = _article_text(page)
     for marker in ("BEGIN SOLUTION", "HIDDEN TESTS", "nbgrader"):
         assert marker not in visible, f"{marker!r} appears on {page.name}"
     hidden = hidden_test_lines(lesson)
