@@ -62,7 +62,7 @@ def _article_text(page: Path) -> str:
     found = re.search(
         r'<article class="bd-article"[^>]*>(.*)</article>', page.read_text(encoding="utf-8"), re.S
     )
-    assert found, f"{page.name} has no <article class=\"bd-article\">: the theme changed"
+    assert found, f'{page.name} has no <article class="bd-article">: the theme changed'
     return html.unescape(re.sub(r"<[^>]+>", "", found.group(1)))
 
 
