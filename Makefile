@@ -136,17 +136,16 @@ test: $(STAMP) browser sandbox proxy classroom-env lint
 # reference library, grading failing closed, and the grading chain of one lesson with no planted
 # mistakes -- nothing that installs packages, makes accounts, starts a hub, a Dask cluster or a
 # browser, or builds the book (the markers in pyproject.toml say what each suite needs). The
-# learner's `make check` of two lessons (40 CPU-seconds) and the graded classes after the deadline
-# (160 CPU-seconds: late work, feedback, exports, failures, similarity) are left to make test.
-# FAST_LESSON is the cheapest lesson that exercises the whole chain (solved and student edition, feedback, export).
+# learner's `make check` of two lessons (40 CPU-seconds) and the synthetic classes graded after the
+# deadline (marked synthetic_class: 160 CPU-seconds) are left to make test. FAST_LESSON is the
+# cheapest lesson that exercises the whole chain (solved and student edition, feedback, export).
 # Two workers on 2 cores: every suite here keeps a core busy, a third worker only adds its start.
 FAST_LESSON ?= lesson01
 FAST_WORKERS ?= 2
 FAST_SELECTION := (unit or reference or chain) and not \
-    (make or book or browser or hub or accounts or cluster or hostile or bench)
+    (make or book or browser or hub or accounts or cluster or hostile or synthetic_class or bench)
 FAST_LEFT_TO_MAKE_TEST := \
-    autograde_tests/test_learner_tools.py::test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests \
-    autograde_tests/test_after_deadline.py autograde_tests/test_class_report.py
+    autograde_tests/test_learner_tools.py::test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests
 test-fast: $(STAMP) lint
 	COURSE_LESSONS=$(FAST_LESSON) COURSE_MISTAKES=none \
 	    $(PY) -m pytest -n $(FAST_WORKERS) --dist loadgroup -m "$(FAST_SELECTION)" \

@@ -41,7 +41,7 @@ from coursekit.grading.report import ClassReport
 from .leaks import hidden_test_lines
 from .sandboxes import nbgrader_flags
 
-pytestmark = pytest.mark.chain
+pytestmark = [pytest.mark.chain, pytest.mark.synthetic_class]
 
 LESSON = find_lesson("lesson01")
 DUE = (datetime.now(UTC) - timedelta(days=10)).replace(microsecond=0)

@@ -27,7 +27,7 @@ from coursekit.grading.classgrade import ClassReport, grade_class
 
 from .sandboxes import nbgrader_flags
 
-pytestmark = pytest.mark.chain
+pytestmark = [pytest.mark.chain, pytest.mark.synthetic_class]
 
 LESSON = find_lesson("lesson01")
 SIZE = 10  # four solved, one blank, three planted mistakes, one planted copy, one bad
