@@ -191,3 +191,41 @@ def test_own_function_sees_through_torch_decorators():
     expect_own_function(namespace["mine"], "mine")
     expect_own_function(namespace["also_mine"], "also_mine")
     assert "not from this notebook" in _fails(expect_own_function, namespace["theirs"], "theirs")
+
+
+_DEVICE_CHECK_IN_A_FRESH_PROCESS = """
+import sys, torch
+from attention_ref.testing import expect_device_agnostic
+from attention_ref.testing.dynamo_free import _wrapped_references
+import attention_ref.pt as rpt
+q = torch.randn(2, 4, 8)
+mask = torch.ones(4, 4, dtype=torch.bool).tril()
+out = expect_device_agnostic(rpt.scaled_dot_product_attention, q, q, q, mask, what="sdpa")
+loss = expect_device_agnostic(
+    lambda x: torch.nn.functional.log_softmax(x / 2.0 - 1, -1).tril().sum(), q, what="refs"
+)
+print("checked on", out.device, loss.device)
+print("dynamo imported by the check:", "torch._dynamo" in sys.modules)
+cached = lambda: sum(hasattr(f, "__dynamo_disable") for f in _wrapped_references())
+print("left in PyTorch's cache:", cached())
+import torch._dynamo
+torch.randn(3, device="meta") / 2.0  # after the check, PyTorch's own path: dynamo disabled
+print("cached by PyTorch afterwards:", cached())
+"""
+
+
+def test_device_check_runs_without_importing_the_compiler():
+    """The meta-device check does not import torch._dynamo (1.2-1.5 s and about 900 modules per
+    graded notebook) and leaves PyTorch's own lazy import as it found it."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _DEVICE_CHECK_IN_A_FRESH_PROCESS],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "checked on meta meta" in out, out
+    assert "dynamo imported by the check: False" in out, out
+    assert "left in PyTorch's cache: 0" in out, out
+    cached = int(out.rsplit("cached by PyTorch afterwards:", 1)[1])
+    assert cached > 0, out  # the same wrappers found by the walk are the ones PyTorch caches in

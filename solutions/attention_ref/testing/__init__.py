@@ -15,6 +15,7 @@ The parts (import the names from here, ``from attention_ref.testing import expec
 * ``checks`` -- values, shapes, errors, dtypes, integers, a tensor's device and dtype;
 * ``ownership`` -- a graded function is the notebook's own, not the reference's answer;
 * ``meta_device`` -- the device contract, checked on PyTorch's meta device on any machine;
+* ``dynamo_free`` -- lets that check run PyTorch's meta kernels without importing its compiler;
 * ``spies`` -- which PyTorch functions (and which methods of an object) a call ran;
 * ``one_pass`` -- a single pass over a row, watched by an ndarray subclass;
 * ``blocks`` -- the matrix products a call computes: one block of keys at a time (tiled attention),

@@ -10,6 +10,7 @@ and the check then passes.)
 from __future__ import annotations
 
 from .checks import fail
+from .dynamo_free import dynamo_left_unimported
 from .tamper import require_untampered
 
 _READS_VALUES = {
@@ -86,7 +87,7 @@ def _run_on_meta(fn, args, kwargs, truth) -> tuple[str, object]:
     """(outcome, detail) of ``fn`` run under the meta mode: done (detail: the result), undecided,
     left (how it left the device), mixed (PyTorch's complaint) or raised (the exception)."""
     try:
-        with _meta_mode(truth):
+        with _meta_mode(truth), dynamo_left_unimported():
             return "done", fn(*args, **kwargs)
     except _Undecided:
         return "undecided", None
