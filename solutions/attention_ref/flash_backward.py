@@ -171,7 +171,9 @@ def sdpa_gradients(q, k, v, dout, causal: bool = False):
 
     leaves = [x.detach().requires_grad_() for x in (q, k, v)]
     out = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=True)
-    return torch.autograd.grad(out, leaves, dout)
+    # the gradients of sum(out * dout): dout flows into out, to the bit. (grad(out, leaves, dout)
+    # says the same but checks dout's shape with sympy, half a second to import per notebook)
+    return torch.autograd.grad((out * dout).sum(), leaves)
 
 
 def forward_by_torch(q, k, v, causal: bool = False):
