@@ -88,6 +88,9 @@ def _visit(browser, site: str, path: str, axe_script: str) -> Visit:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    # a page waits for MathJax: on 2 cores shared with graded kernels that took over Playwright's
+    # default 30 s (a wait, not a speed test: the page must load, however slowly)
+    page.set_default_timeout(120_000)
     requests, failures = [], []
     page.on("request", lambda request: requests.append(request.url))
     page.on(
