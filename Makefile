@@ -127,7 +127,7 @@ check: $(STAMP)
 # The suites run side by side on TEST_WORKERS pytest-xdist workers, each suite on one worker with
 # its one set-up (autograde_tests/conftest.py groups them): grading keeps both cores busy, the hub,
 # browser and timeout tests mostly wait. One suite or one lesson: see docs/contributing.md.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: $(STAMP) browser sandbox proxy classroom-env lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
