@@ -13,21 +13,23 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-# Seconds of the suites that share one set-up, from CI's duration table on a fresh 2-core clone
-# (2026-11-25, wall seconds: what keeps a worker busy, waiting on a hub or a browser included).
+# Seconds of the suites that share one set-up, from the duration table of `bash .ci/run` on a
+# fresh 2-core clone with 4 workers (2026-11-25, wall seconds: what keeps a worker busy, waiting on
+# a hub or a browser included). The book's is its build (every lesson executed on a fresh clone)
+# and its browser and learner-tool tests.
 SUITES = {
-    "hostile": 510.0,
-    "classroom": 340.0,
-    "book": 180.0,
-    "cluster": 165.0,
-    "after-deadline": 130.0,
-    "skipped-cells": 105.0,
-    "class-report": 85.0,
-    "fails-closed": 30.0,
+    "book": 790.0,
+    "hostile": 650.0,
+    "classroom": 450.0,
+    "after-deadline": 325.0,
+    "cluster": 305.0,
+    "class-report": 145.0,
+    "skipped-cells": 115.0,
+    "fails-closed": 65.0,
 }
 # The chain: seconds per test of a lesson's group, each test about one graded notebook
-# (lessons 2 and 8 with every mistake, 2026-11-25: see docs/contributing.md).
-PER_CHAIN_TEST = 13.0  # CI 2026-11-25: 5421 s over 420 chain tests
+# (every mistake of every lesson, as CI grades them: see docs/contributing.md).
+PER_CHAIN_TEST = 15.4  # the same run: 7614 s over 496 chain tests
 ONE_TEST = 0.5  # a test of its own
 
 
