@@ -1,13 +1,13 @@
 """One nbgrader course per lesson, graded once per test session, shared by that lesson's tests.
 
 For each lesson three kinds of learner hand in: ``solved`` (the student edition answered with
-the solutions), ``blank`` (the student edition as released) and one learner per planted
-mistake. A lesson is graded when the first of its tests asks for it, by stock `nbgrader
-autograde`, and each lesson is one group of tests for pytest-xdist (autograde_tests/conftest.py):
-under `make test` the workers share the lessons out and grade them side by side. Run alone
-(one process, one lesson under COURSE_LESSONS), a lesson's learners are split into one course
-(and gradebook: one SQLite file takes one writer) per core, graded side by side: nbgrader
-grades one notebook after another.
+the solutions), ``blank`` (the student edition as released) and the planted mistakes, several to
+a notebook where no test cell can see two of them (selection.packed_mistakes). A lesson is graded
+when the first of its tests asks for it, by stock `nbgrader autograde`, and each lesson is one
+group of tests for pytest-xdist (autograde_tests/conftest.py): under `make test` the workers
+share the lessons out and grade them side by side. Run alone (one process, one lesson under
+COURSE_LESSONS), a lesson's learners are split into one course (and gradebook: one SQLite file
+takes one writer) per core, graded side by side: nbgrader grades one notebook after another.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from coursekit.grading import tempcourse as grading
 from coursekit.grading.results import read_results
 
 from ..sandboxes import nbgrader_flags
-from .selection import handed_in_together, selected_mistakes
+from .selection import handed_in_together, packed_mistakes, selected_mistakes
 
 CORES = max(1, min(len(os.sched_getaffinity(0)), 4))
 # Under pytest-xdist the other workers grade other lessons at the same time: one course per lesson.
@@ -36,12 +36,14 @@ KERNEL_OPTIONS = ("--SandboxKernelManager.threads=1",) if CORES > 1 else ()
 
 
 def _learners(lesson: Lesson, student_nb, solved_nb) -> dict:
-    """{student: notebook}: the solved lesson, the student edition, one per planted mistake, and
-    the alternative answers, several to a notebook (selection.handed_in_together)."""
+    """{student: notebook}: the solved lesson, the student edition, the planted mistakes and the
+    alternative answers, each several to a notebook (selection.packed_mistakes and
+    selection.handed_in_together)."""
     handed_in = {"solved": fill_solutions(student_nb, solved_nb), "blank": student_nb}
     mine = [m for m in selected_mistakes() if m.lesson == lesson.assignment]
-    for mistake in (m for m in mine if m.kind != "alternative"):
-        handed_in[mistake.student] = plant(student_nb, solved_nb, mistake)
+    for student, mistakes in packed_mistakes([m for m in mine if m.kind != "alternative"]).items():
+        edits = {mistake.cell: (mistake.old, mistake.new) for mistake in mistakes}
+        handed_in[student] = fill_solutions(student_nb, solved_nb, edits)
     alternatives = [m for m in mine if m.kind == "alternative"]
     for student, answers in handed_in_together(alternatives).items():
         edits = {answer.cell: (answer.old, answer.new) for answer in answers}
@@ -73,11 +75,29 @@ def _grade_lesson(root: Path, lesson: Lesson) -> tuple[list[Path], dict]:
     return [course for course, _ in done], merged
 
 
+def _grade_alone(folder: Path, lesson: Lesson, mistake) -> dict:
+    """``mistake`` handed in on its own, in a course of its own: {student: NotebookResult}."""
+    course = grading.make_course(folder, [lesson])
+    student_nb = nbformat.read(lesson.in_course(course).student_notebook, 4)
+    solved_nb = nbformat.read(lesson.in_course(course).source_notebook, 4)
+    grading.submit(course, mistake.student, lesson, plant(student_nb, solved_nb, mistake))
+    grading.autograde(course, lesson, *nbgrader_flags())
+    return read_results(course, lesson)
+
+
 class GradedLessons:
     """Each lesson graded on first request, then remembered for the session."""
 
     def __init__(self, root: Path):
-        self.root, self.done = root, {}
+        self.root, self.done, self.single = root, {}, {}
+
+    def alone(self, lesson: Lesson, mistake):
+        """The NotebookResult of ``mistake`` handed in on its own (graded when first asked: when
+        the notebook it shared did not lose what its mistakes lose alone)."""
+        if mistake.student not in self.single:
+            folder = self.root / f"alone-{mistake.student}"
+            self.single[mistake.student] = _grade_alone(folder, lesson, mistake)[mistake.student]
+        return self.single[mistake.student]
 
     def __call__(self, lesson: Lesson) -> tuple[list[Path], dict]:
         if lesson.assignment not in self.done:

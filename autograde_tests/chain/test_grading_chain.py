@@ -8,12 +8,18 @@ from concurrent.futures import ThreadPoolExecutor
 import nbformat
 import pytest
 
-from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.mistakes import all_mistakes, everyday_mistakes
 from coursekit.grading import tempcourse as grading
 
 from ..leaks import hidden_test_lines
-from .selection import selected_lessons, selected_mistakes, student_of, unrunnable_lessons
+from .selection import (
+    judged,
+    packed_mistakes,
+    reach,
+    selected_lessons,
+    selected_mistakes,
+    unrunnable_lessons,
+)
 
 LESSONS = selected_lessons()
 UNRUNNABLE = unrunnable_lessons()
@@ -53,21 +59,42 @@ def test_student_edition_scores_zero(graded, lesson):
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.student)
 def test_planted_mistake_loses_exactly_its_points(graded, mistake):
-    """An alternative answer (it fails nothing) gets full marks, in the notebook it shares."""
-    result = graded.results(find_lesson(mistake.lesson))[student_of(mistake)]
+    """A planted mistake loses exactly the points of the test cells it names, judged in the
+    notebook it shares with mistakes it cannot meet, or on its own where that notebook did not
+    lose the union of their cells (selection.judged). An alternative answer (it fails nothing)
+    gets full marks, in the notebook it shares."""
+    student, result, expected = judged(graded, mistake)
     known = {c.grade_id for c in result.cells}
     assert mistake.fails <= known, f"unknown test cells {sorted(mistake.fails - known)}"
-    assert result.failed == mistake.fails, (
-        f"{mistake.name} (in {student_of(mistake)}): expected to fail {sorted(mistake.fails)}, "
+    assert result.failed == expected, (
+        f"{mistake.name} (in {student}): expected to fail {sorted(mistake.fails)}, "
         f"failed {sorted(result.failed)}\n"
         f"{_failures(result)}"
     )
-    lost = sum(c.max_score for c in result.cells if c.grade_id in mistake.fails)
+    lost = sum(c.max_score for c in result.cells if c.grade_id in expected)
     assert result.score == result.max_score - lost
     for cell in result.cells:
         if not cell.passed:
             assert cell.message and "Traceback" not in cell.message, cell.message
-    print(f"{mistake.student}: {result.score:g}/{result.max_score:g}")
+    print(f"{mistake.student} (in {student}): {result.score:g}/{result.max_score:g}")
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
+def test_a_mistake_handed_in_alone_loses_what_it_lost_with_others(graded, lesson):
+    """The packing, checked where it saves most: the first mistake of the lesson's fullest
+    notebook, graded again on its own, fails the same cells as its share of that notebook."""
+    mine = [m for m in MISTAKES if m.lesson == lesson.assignment and m.kind != "alternative"]
+    notebooks = sorted(packed_mistakes(mine).items(), key=lambda item: -len(item[1]))
+    if not notebooks or len(notebooks[0][1]) < 2:
+        pytest.skip(f"{lesson.assignment}: no notebook holds two of the mistakes selected here")
+    student, together = notebooks[0]
+    mistake = together[0]
+    packed = graded.results(lesson)[student].failed & reach(mistake)
+    alone = graded.alone(lesson, mistake).failed
+    assert alone == packed == mistake.fails, (
+        f"{mistake.name}: alone it failed {sorted(alone)}; beside "
+        f"{[m.name for m in together[1:]]} in {student}, {sorted(packed)}"
+    )
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)

@@ -5,8 +5,10 @@ They are data about a lesson, so they live beside its source, in
 the chain tests (each mistake must lose exactly the points of the test cells in ``fails``: the
 tests are neither too weak nor too strict) and the synthetic class of ``make grade-class``.
 
-Every mistake costs a whole notebook execution in nbgrader (~10 s of a core), so each lesson names
-in ``everyday`` the few that every ``make test`` grades; ``make test-mistakes`` grades them all.
+Every graded notebook costs a whole lesson's execution in nbgrader (~10 s of a core), so the chain
+hands in mistakes that cannot meet several to a notebook (autograde_tests/chain/selection.py),
+and each lesson names in ``everyday`` the few that every ``make test`` grades;
+``make test-mistakes`` grades them all.
 
 Beside them, ``solutions/<lesson>/alternatives.yml`` holds correct answers written another way
 (einsum, loops, logsumexp, ``torch.where``, a decorator, ...): each must get full marks, so a test
