@@ -14,29 +14,46 @@ from __future__ import annotations
 from collections import OrderedDict
 
 # Seconds of the suites that share one set-up, from the duration table of `bash .ci/run` on a
-# fresh 2-core clone with 4 workers (2026-11-25, wall seconds: what keeps a worker busy, waiting on
+# fresh 2-core clone with 4 workers (2026-11-27, wall seconds: what keeps a worker busy, waiting on
 # a hub or a browser included). The book's is its build (every lesson executed on a fresh clone)
 # and its browser and learner-tool tests.
 SUITES = {
-    "book": 790.0,
-    "hostile": 650.0,
-    "classroom": 450.0,
-    "after-deadline": 325.0,
-    "cluster": 305.0,
-    "class-report": 145.0,
-    "skipped-cells": 115.0,
-    "fails-closed": 65.0,
+    "book": 1365.0,
+    "hostile": 1032.0,
+    "classroom": 654.0,
+    "after-deadline": 404.0,
+    "cluster": 326.0,
+    "skipped-cells": 232.0,
+    "class-report": 218.0,
+    "fails-closed": 132.0,
 }
-# The chain: seconds per test of a lesson's group, each test about one graded notebook
-# (every mistake of every lesson, as CI grades them: see docs/contributing.md).
-PER_CHAIN_TEST = 15.4  # the same run: 7614 s over 496 chain tests
+# The chain: (tests, wall seconds) of each lesson's group when it grades every mistake and
+# alternative answer, several to a notebook, as CI does (`make test-mistakes` on 4 workers,
+# 2026-11-27). A group of fewer tests (make test grades each lesson's everyday mistakes) is
+# estimated in proportion: its notebooks are fewer too.
+CHAIN = {
+    "lesson01": (31, 303.0),
+    "lesson02": (36, 219.0),
+    "lesson03": (42, 351.0),
+    "lesson04": (34, 235.0),
+    "lesson05": (32, 269.0),
+    "lesson06": (29, 253.0),
+    "lesson07": (28, 264.0),
+    "lesson08": (65, 1153.0),
+    "lesson09": (43, 482.0),
+    "lesson10": (55, 586.0),
+    "lesson11": (47, 1162.0),
+    "lesson12": (53, 476.0),
+}
+PER_CHAIN_TEST = 11.6  # a lesson not in the table: the same run's 5752 s over 496 tests
 ONE_TEST = 0.5  # a test of its own
 
 
 def cost(scope: str, tests: int) -> float:
     """Estimated seconds of a group of ``tests`` tests, or of a test of its own."""
     if scope.startswith("chain-"):
-        return PER_CHAIN_TEST * tests
+        counted, seconds = CHAIN.get(scope.removeprefix("chain-"), (1, PER_CHAIN_TEST))
+        return seconds * tests / counted
     return SUITES.get(scope, ONE_TEST * tests)
 
 

@@ -59,10 +59,10 @@ def test_the_workers_take_the_costliest_suites_first():
     hundred tests of their own."""
     queue = CostliestFirst()
     queue["autograde_tests/test_layers.py::test_x"] = {"a": False}
-    for scope, tests in [("chain-lesson01", 25), ("cluster", 4), ("chain-lesson08", 40)]:
+    for scope, tests in [("chain-lesson01", 10), ("cluster", 4), ("chain-lesson08", 40)]:
         queue[scope] = {f"t{i}": False for i in range(tests)}
     order = [queue.popitem(last=False)[0] for _ in range(len(queue))]
-    assert order == ["chain-lesson08", "chain-lesson01", "cluster", order[-1]], order
+    assert order == ["chain-lesson08", "cluster", "chain-lesson01", order[-1]], order
     assert order[-1].endswith("test_x")
 
 

@@ -91,9 +91,9 @@ class _Edges:
         if isinstance(call.func, ast.Name):
             callables = [a for a in arguments if isinstance(a, ast.Lambda)]
             callables += [a for a in arguments if isinstance(a, ast.Name) and a.id in self.code]
-            self.add({call.func.id} | condition | reads(callables), roots)
-            if call.func.id not in self.imported:
-                self.add(reads(arguments), roots)
+            self.add({call.func.id} | reads(callables), roots)
+            if call.func.id not in self.imported:  # it may do anything, or not, with them
+                self.add(reads(arguments) | condition, roots)
         elif (owner := _root(call.func)) is not None:
             self.add(reads(arguments) | condition, {owner})
 
