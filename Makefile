@@ -38,7 +38,7 @@ BOOK_SETTINGS := build/book-settings/$(EDITION)
 $(shell mkdir -p $(dir $(BOOK_SETTINGS)) && printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' \
     | cmp -s - $(BOOK_SETTINGS) || printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' > $(BOOK_SETTINGS))
 
-.PHONY: help install book bench bench-book lab check notebooks test test-fast lint test-mistakes browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
+.PHONY: help install bytecode book bench bench-book lab check notebooks test test-fast lint test-mistakes browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
 .DEFAULT_GOAL := help
 
 help:
@@ -68,6 +68,14 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PY) -m pip freeze --exclude-editable | sed 's/==.*//' | grep -vixFf <(sed 's/[ =#].*//;/^$$/d' constraints.txt) \
 	    | xargs -r $(PY) -m pip uninstall --quiet -y
 	@touch $@
+
+# The course's own modules compiled to bytecode: pip compiles what it installs, not the editable
+# course, and every grading kernel and nbgrader process imports it. Where PYTHONDONTWRITEBYTECODE is
+# set (these machines), or a kernel's box is read-only, nothing would cache it: each import would
+# compile it again. A stale file is ignored by Python, never wrong.
+bytecode: | $(STAMP)
+	@$(PY) -m compileall -q coursekit solutions/attention_ref >/dev/null 2>&1 \
+	    || echo "bytecode: the course's modules cannot be compiled here (a read-only folder): slower imports"
 
 # MathJax is served from the book itself (no CDN): fetched from the npm registry at build time,
 # never committed. Only the combined script and its fonts are kept.
@@ -121,14 +129,14 @@ lab: notebooks | $(STAMP)
 	JUPYTER_CONFIG_PATH=$(CURDIR)/classroom/learner$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
 	    $(VENV)/bin/jupyter lab --notebook-dir=work $(ROOT_FLAG) $(LAB_FLAGS)
 
-check: $(STAMP)
+check: $(STAMP) bytecode
 	$(PY) -m coursekit.learner.selfcheck $(LESSON)
 
 # The suites run side by side on TEST_WORKERS pytest-xdist workers, each suite on one worker with
 # its one set-up (autograde_tests/conftest.py groups them): grading keeps both cores busy, the hub,
 # browser and timeout tests mostly wait. One suite or one lesson: see docs/contributing.md.
 TEST_WORKERS ?= 4
-test: $(STAMP) browser sandbox proxy classroom-env lint
+test: $(STAMP) bytecode browser sandbox proxy classroom-env lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The contributors' tier, what the issue of the fast tier lists: lint, the tests that need nothing
@@ -146,7 +154,7 @@ FAST_SELECTION := (unit or reference or chain) and not \
     (make or book or browser or hub or accounts or cluster or hostile or synthetic_class or bench)
 FAST_LEFT_TO_MAKE_TEST := \
     autograde_tests/test_learner_tools.py::test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests
-test-fast: $(STAMP) lint
+test-fast: $(STAMP) bytecode lint
 	COURSE_LESSONS=$(FAST_LESSON) COURSE_MISTAKES=none \
 	    $(PY) -m pytest -n $(FAST_WORKERS) --dist loadgroup -m "$(FAST_SELECTION)" \
 	    $(FAST_LEFT_TO_MAKE_TEST:%=--deselect %)
@@ -160,7 +168,7 @@ lint: $(STAMP)
 # Every planted mistake of every lesson through nbgrader (make test grades each lesson's EVERYDAY
 # few), the lessons dealt to the workers. CI runs `COURSE_MISTAKES=all make test` instead: the same
 # grading, once, beside the other suites.
-test-mistakes: $(STAMP) sandbox
+test-mistakes: $(STAMP) bytecode sandbox
 	COURSE_MISTAKES=all $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup autograde_tests/chain
 
 # The browser tests need Debian's Chromium (Playwright's own browser download cannot work
@@ -189,7 +197,7 @@ sandbox:
 # The batches run on a Dask cluster on this machine, or on an existing one whose workers see the
 # course folder: GRADE_FLAGS="--scheduler tcp://HOST:8786" (or DASK_SCHEDULER_ADDRESS in the environment).
 GRADE_FLAGS ?=
-autograde: $(STAMP) sandbox
+autograde: $(STAMP) bytecode sandbox
 	$(PY) -m coursekit.grading.classgrade $(or $(LESSON),$(error give LESSON=lessonNN)) \
 	    --course $(CURDIR) $(GRADE_FLAGS)
 
@@ -204,7 +212,7 @@ accept: $(STAMP)
 # CLASS_FLAGS=--compare-sandboxes grades the class in bubblewrap and in the Python-only sandbox.
 CLASS ?= 100
 CLASS_FLAGS ?=
-grade-class: $(STAMP) sandbox
+grade-class: $(STAMP) bytecode sandbox
 	$(PY) -m coursekit.democlass $(or $(LESSON),lesson01) --students $(CLASS) $(CLASS_FLAGS)
 
 # nbgrader generate_feedback, refused before the lesson's due date (and every extension) unless
