@@ -131,13 +131,35 @@ class Reference:
         source_dir: str = "solutions",
         release_dir: str = "notebooks",
     ) -> Reference:
-        """From a course folder: ``<source_dir>/<assignment>/<notebook>.ipynb`` and its release."""
-        source = nbformat.read(
-            Path(course) / source_dir / assignment / f"{notebook}.ipynb", as_version=4
-        )
+        """From a course folder: ``<source_dir>/<assignment>/<notebook>.ipynb`` and its release.
+
+        Remembered while the two files are unchanged: nbgrader screens and then runs every
+        submission of a notebook against the same reference, and reading and validating both
+        notebooks was a third of a second each time. The reference is shared: read it, never
+        change it."""
+        source_path = Path(course) / source_dir / assignment / f"{notebook}.ipynb"
         release_path = Path(course) / release_dir / assignment / f"{notebook}.ipynb"
-        release = nbformat.read(release_path, as_version=4) if release_path.exists() else source
-        return cls.from_notebooks(assignment, notebook, source, release)
+        release = str(release_path) if release_path.exists() else None
+        return _read_reference(
+            assignment, notebook, str(source_path), release, _stamp(source_path), _stamp(release)
+        )
+
+
+def _stamp(path) -> tuple[int, int] | None:
+    """What tells one version of a file from another: its size and time of change."""
+    if path is None:
+        return None
+    info = Path(path).stat()
+    return info.st_size, info.st_mtime_ns
+
+
+@lru_cache(maxsize=16)
+def _read_reference(
+    assignment: str, notebook: str, source_path: str, release_path: str | None, *stamps
+) -> Reference:
+    source = nbformat.read(source_path, as_version=4)
+    release = nbformat.read(release_path, as_version=4) if release_path else source
+    return Reference.from_notebooks(assignment, notebook, source, release)
 
 
 @cache
