@@ -89,7 +89,7 @@ class GradedLessons:
     """Each lesson graded on first request, then remembered for the session."""
 
     def __init__(self, root: Path):
-        self.root, self.done, self.single = root, {}, {}
+        self.root, self.done, self.single, self.failed = root, {}, {}, {}
 
     def alone(self, lesson: Lesson, mistake):
         """The NotebookResult of ``mistake`` handed in on its own (graded when first asked: when
@@ -100,8 +100,16 @@ class GradedLessons:
         return self.single[mistake.student]
 
     def __call__(self, lesson: Lesson) -> tuple[list[Path], dict]:
+        if lesson.assignment in self.failed:
+            # graded once: the next test of the lesson reports the same failure instead of
+            # grading it all again (which cost CI a whole lesson and hid a flaky failure)
+            raise self.failed[lesson.assignment]
         if lesson.assignment not in self.done:
-            self.done[lesson.assignment] = _grade_lesson(self.root, lesson)
+            try:
+                self.done[lesson.assignment] = _grade_lesson(self.root, lesson)
+            except grading.GradingError as problem:
+                self.failed[lesson.assignment] = problem
+                raise
         return self.done[lesson.assignment]
 
     def courses(self, lesson: Lesson) -> list[Path]:

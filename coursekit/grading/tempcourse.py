@@ -27,8 +27,24 @@ def run_nbgrader(*args: str, course: Path) -> None:
     result = nbgrader(*args, root=course)
     if result.returncode != 0:
         raise GradingError(
-            f"nbgrader {' '.join(args)} failed in {course}:\n{result.stderr[-4000:]}"
+            f"nbgrader {' '.join(args)} failed in {course}:\n{_what_failed(result.stderr)}"
         )
+
+
+def _what_failed(log: str, limit: int = 4000) -> str:
+    """nbgrader's errors with their tracebacks, then the end of its log: nbgrader goes on with
+    the other students after one fails and names it only at the end, long after the traceback
+    that says why."""
+    lines = log.splitlines()
+    errors = []
+    for start, line in enumerate(lines):
+        if "| ERROR]" in line:
+            end = next(
+                (i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines)
+            )
+            errors.append("\n".join(lines[start:end]))
+    found = "\n".join(errors)[:limit]
+    return f"{found}\n... the end of the log:\n{log[-limit:]}" if found else log[-limit:]
 
 
 def make_course(dest: Path, lessons: list[Lesson] | None = None, root: Path = ROOT) -> Path:
