@@ -21,6 +21,8 @@ from coursekit.course.nbgrader_cli import nbgrader_command, nbgrader_env
 from coursekit.grading import tempcourse
 from coursekit.grading.results import read_results
 
+from .sandboxes import nbgrader_flags
+
 pytestmark = pytest.mark.chain
 
 OVERRIDE = "COURSE_GRADE_WITHOUT_SANDBOX"
@@ -91,3 +93,33 @@ def test_commands_that_run_no_submitted_code_go_on(course):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "refused" not in result.stderr
     assert result.stderr.count("autograde and generate_feedback refuse until it loads") == 1
+
+
+def test_the_guard_starts_before_any_submitted_code_or_grading_stops(tmp_path):
+    """Before the first cell, the guard imports what the lesson's set-up imports, to know the
+    originals the tests use. That import has its own limit (GuardedExecute.setup_timeout), not the
+    cell timeout: torch and Triton can take longer to import on a busy grader than a cell may run.
+    Here a set-up import takes 5 s and a cell may take 1 s: the notebook is graded. When even the
+    set-up's limit passes, the notebook is not graded and nbgrader says why (grading once went on
+    with a guard that had been interrupted before it knew any original)."""
+    item = lesson("lesson01")
+    course = tempcourse.make_course(tmp_path / "course", [item])
+    student_nb = nbformat.read(item.in_course(course).student_notebook, 4)
+    solved_nb = nbformat.read(item.in_course(course).source_notebook, 4)
+    tempcourse.submit(course, "bob", item, fill_solutions(student_nb, solved_nb))
+    handed_in = item.in_course(course).submitted("bob").parent
+    (handed_in / "slow_setup.py").write_text("import time\n\ntime.sleep(5)\n")
+    source = item.in_course(course).source_notebook.with_suffix(".md")  # the lesson as written
+    first = "```{code-cell} ipython3\n"
+    text = source.read_text()
+    source.write_text(text.replace(first, f"{first}import slow_setup\n```\n\n{first}", 1))
+    # a cell may run 1 s; nbclient checks for a reply every shell_timeout_interval seconds
+    flags = ["--Execute.timeout=1", "--Execute.shell_timeout_interval=1", *nbgrader_flags()]
+
+    with pytest.raises(tempcourse.GradingError, match="did not start its guard"):
+        tempcourse.autograde(course, item, *flags, "--GuardedExecute.setup_timeout=2")
+
+    tempcourse.autograde(course, item, *flags)  # raises if not graded
+    graded = read_results(course, item)["bob"]
+    assert graded.status == "graded" and graded.score == graded.max_score > 0, graded
+    assert graded.sandbox, "graded without the course's sandbox kernel"

@@ -26,6 +26,7 @@ nbgrader_config.py puts them into nbgrader's own pipeline, so the stock commands
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 from pathlib import Path
 
@@ -122,6 +123,15 @@ class GuardedExecute(Execute):
     max_kernel_restarts = Integer(
         3, help="kernels replaced per notebook before the rest is given up"
     ).tag(config=True)
+    startup_timeout = Integer(
+        300, help="seconds a new sandboxed kernel may take to answer (nbclient's default is 60)"
+    ).tag(config=True)
+    setup_timeout = Integer(
+        600,
+        help="seconds a new kernel may take to import what the lesson's set-up imports and start "
+        "the guard, before any submitted code runs (the cell timeout bounds the submission's "
+        "cells; on a busy grader importing torch and triton alone can take longer than a cell may)",
+    ).tag(config=True)
 
     def __init__(self, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
@@ -193,9 +203,18 @@ class GuardedExecute(Execute):
                     )
                 ]
 
+    @contextlib.contextmanager
+    def _waiting(self, seconds: int):
+        """nbclient waits this long for the replies asked for inside (not the cell timeout)."""
+        cell_timeout, self.timeout = self.timeout, seconds
+        try:
+            yield
+        finally:
+            self.timeout = cell_timeout
+
     def _guard(self, expression: str) -> dict | None:
         """Evaluate a guard call in the kernel as a user expression (no input transformer
-        applies)."""
+        applies); None when it failed or gave no answer in time."""
         msg_id = self.kc.execute(
             "", silent=True, store_history=False, user_expressions={"guard": expression}
         )
@@ -211,16 +230,21 @@ class GuardedExecute(Execute):
         with self.setup_kernel():
             # which sandbox graded the notebook: the report says it for every run
             self._sandbox = getattr(self.km, "sandbox_description", type(self.km).__name__)
-            info = self.wait_for_reply(self.kc.kernel_info())
-            self.nb.metadata["language_info"] = info["content"]["language_info"]
             trusted = json.dumps(json.dumps(self._trusted))
-            self._guard(f"{guard}.trust(__import__('json').loads({trusted})) or '{{}}'")
-            first = self._guard(f"{guard}.check()")
+            with self._waiting(self.setup_timeout):  # nothing submitted has run yet
+                info = self.wait_for_reply(self.kc.kernel_info())
+                ready = info and self._guard(
+                    f"{guard}.trust(__import__('json').loads({trusted})) or '{{}}'"
+                )
+                first = self._guard(f"{guard}.check()") if ready is not None else None
             token = first.get("token") if first else None
             if token is None:
                 raise RuntimeError(
-                    "the grading sandbox did not start its guard (coursekit.grading.sandbox)"
+                    "the grading sandbox did not start its guard (coursekit.grading.sandbox): "
+                    "it failed, or gave no answer within GuardedExecute.setup_timeout "
+                    f"({self.setup_timeout} s)"
                 )
+            self.nb.metadata["language_info"] = info["content"]["language_info"]
             for index, cell in enumerate(self.nb.cells):
                 if cell.cell_type != "code" or index in rejected:
                     continue
