@@ -70,6 +70,9 @@ class SuiteClock:
     def __init__(self):
         self.rows: dict[str, list[float]] = {}
         self.began = time.monotonic() - _age()
+        self.began_at = time.time() - _age()  # the same instant, comparable between processes
+        self.last_suite = ""
+        self.finished: list[tuple[float, str]] = []  # (time.time(), last suite) of each worker
         self.load = os.getloadavg()
         self.started = False
         self.workers = 0
@@ -89,10 +92,11 @@ class SuiteClock:
             BOXED.start()
             self.add(STARTUP, 0, time.monotonic() - self.began, cpu_seconds())
         wall, cpu = time.monotonic(), cpu_seconds()
+        self.last_suite = suite_of(item.nodeid)
         try:
             return (yield)
         finally:
-            self.add(suite_of(item.nodeid), 1, time.monotonic() - wall, cpu_seconds() - cpu)
+            self.add(self.last_suite, 1, time.monotonic() - wall, cpu_seconds() - cpu)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item, nextitem):
@@ -111,11 +115,15 @@ class SuiteClock:
     def pytest_sessionfinish(self, session):
         if hasattr(session.config, "workeroutput"):  # a worker: hand the rows to the controller
             session.config.workeroutput["suite_durations"] = self.rows
+            session.config.workeroutput["finished"] = [time.time(), self.last_suite]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):  # pytest-xdist's, on the controller
         self.workers += 1
-        self.merge(getattr(node, "workeroutput", {}).get("suite_durations", {}))
+        output = getattr(node, "workeroutput", {})
+        self.merge(output.get("suite_durations", {}))
+        if "finished" in output:
+            self.finished.append(tuple(output["finished"]))
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config):
@@ -142,4 +150,9 @@ class SuiteClock:
             "wall s: the seconds of each suite's tests with their fixtures, added up over the "
             "workers; CPU s: those processes' own and their children's (nbgrader, kernels, ...).",
         ]
+        if self.finished:  # a worker that ends long before the others left a core idle
+            ends = ", ".join(
+                f"{at - self.began_at:.0f} s ({suite})" for at, suite in sorted(self.finished)
+            )
+            lines.append(f"The workers ran out of tests at {ends} (the suite each ran last).")
         return lines

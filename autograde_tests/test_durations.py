@@ -73,6 +73,8 @@ def _table(tmp_path, files: dict) -> dict:
     table = done.stdout.split("how long each suite took")[-1]
     assert " passed in " not in table, "the table ends the log, after pytest's summary"
     assert "2 process(es) ran the tests" in table
+    ends = re.search(r"The workers ran out of tests at (\d+) s \((\S+)\), (\d+) s", table)
+    assert ends and 0 < int(ends[1]) <= int(ends[3]), table  # each worker's end, in order
     rows = {
         m[0].strip(): (int(m[1]), float(m[2]), float(m[3]))
         for m in re.findall(r"^(\S.*?)\s+(\d+)\s+(-?[\d.]+)\s+(-?[\d.]+)$", table, re.M)
