@@ -115,7 +115,7 @@ class SuiteClock:
     def pytest_sessionfinish(self, session):
         if hasattr(session.config, "workeroutput"):  # a worker: hand the rows to the controller
             session.config.workeroutput["suite_durations"] = self.rows
-            session.config.workeroutput["finished"] = [time.time(), self.last_suite]
+            session.config.workeroutput["finished"] = [time.time(), self.last_suite or "none"]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):  # pytest-xdist's, on the controller

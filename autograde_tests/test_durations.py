@@ -73,8 +73,9 @@ def _table(tmp_path, files: dict) -> dict:
     table = done.stdout.split("how long each suite took")[-1]
     assert " passed in " not in table, "the table ends the log, after pytest's summary"
     assert "2 process(es) ran the tests" in table
-    ends = re.search(r"The workers ran out of tests at (\d+) s \((\S+)\), (\d+) s", table)
-    assert ends and 0 < int(ends[1]) <= int(ends[3]), table  # each worker's end, in order
+    # each worker's end, in order, with the suite it ran last ("none": it was given no test)
+    ends = re.search(r"The workers ran out of tests at (\d+) s \((\S+)\), (\d+) s \(\S+\)", table)
+    assert ends and int(ends[1]) <= int(ends[3]), table
     rows = {
         m[0].strip(): (int(m[1]), float(m[2]), float(m[3]))
         for m in re.findall(r"^(\S.*?)\s+(\d+)\s+(-?[\d.]+)\s+(-?[\d.]+)$", table, re.M)
