@@ -67,8 +67,8 @@ install: $(STAMP)
 # nothing on 2 cores (2026-11-27).
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@sed 's/[[:space:]]*#.*//;/^$$/d' constraints.txt | awk 'NR % 2 == 1' > $(VENV)/pins-1.txt
-	@sed 's/[[:space:]]*#.*//;/^$$/d' constraints.txt | awk 'NR % 2 == 0' > $(VENV)/pins-2.txt
+	@sed 's/[[:space:]]*#.*//;/^$$/d' constraints.txt \
+	    | awk '{ print > ("$(VENV)/pins-" (NR % 2 + 1) ".txt") }'
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r $(VENV)/pins-1.txt & one=$$!; \
 	  $(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r $(VENV)/pins-2.txt & two=$$!; \
 	  wait $$one; first=$$?; wait $$two; test $$first = 0 -a $$? = 0
