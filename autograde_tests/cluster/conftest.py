@@ -21,14 +21,20 @@ import pytest
 
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.nbgrader_cli import BINDIR, nbgrader_env
+from coursekit.grading.cluster import QUIET_LOCAL_CLUSTER
 
 from ..shared import leave_out_unless_selected
 
 LESSON = find_lesson("lesson01")  # the fastest lesson
 START_SECONDS = 120  # a loaded 2-core machine starts a Python process slowly
-# The statistical profiler samples every worker thread 100 times a second: nothing to learn
-# from a task that waits on nbgrader, and CPU the graded kernels need on 2 cores.
-QUIET = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
+# Dask's settings for a cluster of this machine (coursekit.grading.cluster), as environment
+# variables of the processes: its scheduler and workers sampled their threads' stacks and
+# measured their event loops and the host many times a second, a sixth of a core in all while
+# idle, and CPU the graded kernels need on 2 cores.
+QUIET = {
+    "DASK_" + "__".join(setting.upper().replace("-", "_").split(".")): str(value)
+    for setting, value in QUIET_LOCAL_CLUSTER.items()
+}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -147,9 +153,11 @@ def start_cluster(folder: Path, workers: list[str]) -> DaskCluster:
     return cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def dask_cluster(tmp_path_factory):
-    """A scheduler and two workers, ``w1`` and ``w2``, for the whole session."""
+    """A scheduler and two workers, ``w1`` and ``w2``, for this folder's tests, stopped after
+    them: idle, the five processes of a cluster still take about a tenth of a core (heartbeats,
+    event loops), which a session-long cluster took from every suite that ran after it."""
     cluster = start_cluster(tmp_path_factory.mktemp("dask"), ["w1", "w2"])
     yield cluster
     cluster.stop()

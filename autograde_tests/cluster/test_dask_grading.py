@@ -37,14 +37,14 @@ OPTIONS = ["--timeout", "10"]  # the synthetic class's cells are quick; a loaded
 EXTRA = ["--Execute.timeout=10"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def synthetic_class(tmp_path_factory) -> Path:
     course = tmp_path_factory.mktemp("dask-class") / "course"
     build_synthetic(course, LESSON, SIZE)
     return course
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def graded_here(synthetic_class, tmp_path_factory) -> classgrade.ClassReport:
     course = copy_course(synthetic_class, tmp_path_factory.mktemp("here") / "course")
     report = classgrade.grade_class(course, LESSON, extra=EXTRA, progress=False)
@@ -84,7 +84,7 @@ def _kill_a_busy_worker(dask_cluster, course: Path, run: subprocess.Popen) -> st
     pytest.fail("the run ended before a worker could be killed in the middle of it")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def graded_on_cluster(synthetic_class, dask_cluster, tmp_path_factory) -> ClusterRun:
     course = copy_course(synthetic_class, tmp_path_factory.mktemp("cluster") / "course")
     log = course.parent / "classgrade.log"
