@@ -58,7 +58,7 @@ CELLS = [
     _solution("g", _answer("def g():", 4)),
     _solution("k", _answer("@triton.jit\ndef k():", 4)),
     _solution("why", "Explain.", markdown=True),
-    nbformat.v4.new_code_cell("train()", metadata={"tags": ["skip-when-grading"]}),
+    nbformat.v4.new_code_cell("train()", metadata={"tags": ["skip-when-grading", "experiment"]}),
     nbformat.v4.new_markdown_cell(
         "<details><summary>1. Why?</summary>\n\nBecause.\n</details>\n\n"
         "<details>\n<summary>Hint (open it only if you are stuck)</summary>\n\nLook.\n</details>"
@@ -94,6 +94,17 @@ def test_the_method_counts_what_it_states(timed_lesson):
         "function",
         "challenge",
     ]
+
+
+def test_a_cell_skipped_when_grading_is_an_experiment_only_when_tagged_so():
+    """A figure grading skips is a figure (a minute); a longer run is tagged ``experiment``."""
+    skipped = {"tags": ["skip-when-grading"]}
+    figure = nbformat.v4.new_code_cell("plt.show()", metadata=skipped)
+    run = nbformat.v4.new_code_cell("train()", metadata={"tags": [*skipped["tags"], "experiment"]})
+    for cell, minutes in ((figure, 0.25 + 1), (run, 0.25 + 5)):
+        parts = method.Parts()
+        method._code(parts, cell)
+        assert parts.running == pytest.approx(minutes)
 
 
 @pytest.mark.parametrize(

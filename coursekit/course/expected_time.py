@@ -10,8 +10,9 @@ The method (``METHOD`` below; the book's course map states it to readers):
   that is neither a solution nor a test, the signatures and docstrings of the exercises, and the
   visible tests (hidden tests are not read);
 * running: a quarter of a minute per code cell to run it and read what it prints, one minute
-  per figure (``plt.show()``), five minutes per experiment (a cell skipped when grading: a
-  longer training run, an ablation, a timing, which the learner waits for and then reads);
+  per figure (``plt.show()``), five minutes per experiment (a cell tagged ``experiment``: a
+  longer training run, an ablation, a timing, which the learner waits for and then reads; grading
+  skips it, as it skips figures that no grade depends on, which are no experiments);
 * exercises, by kind: a graded function (NumPy or PyTorch) 4 minutes, a challenge (under a
   heading that says "Challenge") 10, a Triton kernel 10, a free-text answer 5, plus a quarter
   of a minute per line of the model answer (non-blank, non-comment lines between the solution
@@ -41,7 +42,7 @@ LINE = re.compile(r"^\*\*Expected time:\*\* about (\d+) minutes[ \t]*$", re.MULT
 COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 HEADING = re.compile(r"^#+\s+(.*)$", re.MULTILINE)
 QUESTION = re.compile(r"<summary>([^<]*\?)\s*</summary>")
-EXPERIMENT = "skip-when-grading"  # the tag of a cell grading skips (a demonstration)
+EXPERIMENT = "experiment"  # the tag of a longer run the learner waits for
 
 WORDS_PER_MINUTE = 200
 CODE_LINES_PER_MINUTE = 20
