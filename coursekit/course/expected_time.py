@@ -12,7 +12,7 @@ The method (``METHOD`` below; the book's course map states it to readers):
 * running: a quarter of a minute per code cell to run it and read what it prints, one minute
   per figure (``plt.show()``), five minutes per experiment (a cell tagged ``experiment``: a
   longer training run, an ablation, a timing, which the learner waits for and then reads; grading
-  skips it, as it skips figures that no grade depends on, which are no experiments);
+  skips it, as it skips figures no grade depends on, which count as figures);
 * exercises, by kind: a graded function (NumPy or PyTorch) 4 minutes, a challenge (under a
   heading that says "Challenge") 10, a Triton kernel 10, a free-text answer 5, plus a quarter
   of a minute per line of the model answer (non-blank, non-comment lines between the solution
