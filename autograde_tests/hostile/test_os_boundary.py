@@ -4,10 +4,10 @@ The attacks of coursekit.democlass.badsubmissions.OS_KINDS use no construct the 
 knows. Each attempt prints an ``ATTACK`` line with what it got. In the hostile class (graded as
 a class is: bubblewrap and the audit hook) every attempt must fail inside the kernel with an
 operating-system error, the rest of the notebook be graded (test_bad_submissions.py: full
-marks, held), and the bait be untouched. The same notebooks are then graded twice more, in
-courses of their own: in bubblewrap without the audit hook (what the boundary stops on its own)
-and in the Python-only sandbox (what the audit hook stops on its own); the table of defences in
-docs/grading-defences.md is this test's table (printed with ``-s``).
+marks, held), and the bait be untouched. The same attempts are then graded twice more, all in
+one notebook, in courses of their own: in bubblewrap without the audit hook (what the boundary
+stops on its own) and in the Python-only sandbox (what the audit hook stops on its own); the
+table of defences in docs/grading-defences.md is this test's table (printed with ``-s``).
 """
 
 from __future__ import annotations
@@ -95,24 +95,30 @@ def test_every_attempt_fails_with_an_os_error_and_the_bait_is_untouched(hostile,
     assert hostile.report.row(kind).sandbox.startswith("bubblewrap")
 
 
+# In each layer's course one student hands in every OS kind's attempts in one notebook (one
+# kernel instead of one per kind: a kernel's start is most of such a notebook's cost); the hostile
+# class above grades each kind on its own.
+TOGETHER = "os-kinds"
+
+
 @pytest.fixture(scope="module")
 def layers(hostile, tmp_path_factory) -> dict[str, dict[str, list[dict]]]:
     """{layer: {kind: its attempts}}: the OS kinds graded in bubblewrap without the audit hook,
-    and in the Python-only sandbox, each in a course of its own."""
+    and in the Python-only sandbox, each layer in a course of its own."""
     require_bubblewrap()
     out = {}
     for layer, flags in LAYERS.items():
         course = grading.make_course(tmp_path_factory.mktemp("layer"), [LESSON])
-        targets = hostile.bait.targets(course, other=OS_KINDS[0])
+        targets = hostile.bait.targets(course, other=TOGETHER)
         stuff = badsubmissions.materials(course, LESSON, targets=targets)
-        for kind in OS_KINDS:
-            submission = badsubmissions.kind(kind).build(stuff)
-            badsubmissions.write(
-                LESSON.in_course(course).submitted(kind).parent, LESSON, submission
-            )
+        submission = badsubmissions.together(stuff, OS_KINDS)
+        badsubmissions.write(
+            LESSON.in_course(course).submitted(TOGETHER).parent, LESSON, submission
+        )
         report = classgrade.grade_class(course, LESSON, extra=EXTRA + flags, progress=False)
         assert report.problems == [], report.problems
-        out[layer] = {kind: attacks(course, kind) for kind in OS_KINDS}
+        tried = attacks(course, TOGETHER)
+        out[layer] = {kind: [a for a in tried if a["attack"] == kind] for kind in OS_KINDS}
         out[layer]["bait"] = [
             {"victim changed": Path(targets.victim).read_text() != VICTIM_TEXT},
             {"new file": Path(targets.new_file).exists()},

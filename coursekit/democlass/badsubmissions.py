@@ -117,6 +117,10 @@ class Expected:
     findings: frozenset[str]  # the kinds of finding the instructor must see
 
 
+# steps of a kind applied to a notebook: (notebook, materials) -> the edited copy
+Edit = Callable[[nbformat.NotebookNode, Materials], nbformat.NotebookNode]
+
+
 @dataclass(frozen=True)
 class Kind:
     name: str
@@ -125,6 +129,8 @@ class Kind:
     runs: bool = True  # whether the notebook is executed at all (False: refused before grading)
     os_boundary: bool = False  # written with nothing the screening scan knows
     expected: Expected | None = None
+    # a kind made of steps on the solved notebook: those steps, applied to any notebook
+    edit: Edit | None = None
 
 
 # ---------------------------------------------------------------- editing notebooks
@@ -314,17 +320,21 @@ def _apply(nb, m: Materials, step: dict, context: dict[str, str]):
     return edit_cell(nb, cell, edit)
 
 
+def _editor(name: str, spec: dict) -> Edit:
+    def edit(nb, m: Materials):
+        context = _context(m, name, spec)
+        for step in spec["steps"]:
+            nb = _apply(nb, m, step, context)
+        return nb
+
+    return edit
+
+
 def _builder(name: str, spec: dict) -> Callable[[Materials], Submission]:
     if "build" in spec:
         return BUILDERS[spec["build"]]
-
-    def build(m: Materials) -> Submission:
-        nb, context = getattr(m, spec["start"]), _context(m, name, spec)
-        for step in spec["steps"]:
-            nb = _apply(nb, m, step, context)
-        return Submission(nb)
-
-    return build
+    edit = _editor(name, spec)
+    return lambda m: Submission(edit(getattr(m, spec["start"]), m))
 
 
 def _check(path: Path, spec: dict) -> None:
@@ -364,6 +374,7 @@ def _load(path: Path) -> Kind:
         runs=spec.get("runs", True),
         os_boundary=spec.get("os_boundary", False),
         expected=expected,
+        edit=_editor(name, spec) if spec.get("start") == "solved" else None,
     )
 
 
@@ -373,6 +384,19 @@ OS_KINDS = tuple(k.name for k in KINDS if k.os_boundary)
 
 def kind(name: str) -> Kind:
     return next(k for k in KINDS if k.name == name)
+
+
+def together(m: Materials, names) -> Submission:
+    """One solved notebook with the attempts of every kind in ``names``, one after another: kinds
+    made of steps on the solved notebook (the OS kinds), graded with one kernel instead of one
+    each. Each attempt still says which kind made it (its ATTACK line's ``attack``)."""
+    nb = m.solved
+    for name in names:
+        found = kind(name)
+        if found.edit is None:
+            raise ValueError(f"{name} is not made of steps on the solved notebook")
+        nb = found.edit(nb, m)
+    return Submission(nb)
 
 
 def write(folder, lesson: Lesson, submission: Submission) -> None:
