@@ -62,7 +62,7 @@ help:
 install: $(STAMP)
 
 # constraints.txt is the resolved set. pip installs uv at its pin, and uv the rest: it unpacks and
-# compiles on every core where pip uses one (48 s instead of 139 from nothing on 2 cores,
+# compiles on every core where pip uses one (50-65 s instead of 139 from nothing on 2 cores,
 # 2026-11-27). uv reads none of pip's configuration, so the indexes and wheel folders pip is given
 # here (pip.conf, PIP_* variables) are handed on, with pip's way of choosing among them (the best
 # match on any index, not the first index that knows a name) and the system's certificates: both
