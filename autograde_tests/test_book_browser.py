@@ -3,8 +3,8 @@
 For every page: it and every resource it requests answer 200, no request leaves 127.0.0.1,
 formulas are typeset by MathJax (no raw TeX left), images have loaded, every solution toggle and
 every folded hint opens, and axe-core finds no serious or critical violation of WCAG 2 A or AA.
-A screenshot of each page as a reader first sees it (its first screen: a whole lesson page took
-half a CPU-second to eight to capture, 50 in all) is saved in book/_build/screenshots/.
+A screenshot of each page's first screen, as a reader first sees it, is saved in
+book/_build/screenshots/ (whole pages took Chromium up to 8 CPU-seconds each, 52 in all).
 
 Chromium comes from Debian (`make test` installs it where it can, as root). Without it the
 test skips on a learner's laptop, and fails under CI (CI=true).

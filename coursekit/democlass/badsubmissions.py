@@ -330,10 +330,9 @@ def _editor(name: str, spec: dict) -> Edit:
     return edit
 
 
-def _builder(name: str, spec: dict) -> Callable[[Materials], Submission]:
-    if "build" in spec:
+def _builder(spec: dict, edit: Edit | None) -> Callable[[Materials], Submission]:
+    if edit is None:
         return BUILDERS[spec["build"]]
-    edit = _editor(name, spec)
     return lambda m: Submission(edit(getattr(m, spec["start"]), m))
 
 
@@ -367,14 +366,15 @@ def _load(path: Path) -> Kind:
             wanted["status"],
             frozenset(wanted.get("findings", [])),
         )
+    edit = _editor(name, spec) if "steps" in spec else None
     return Kind(
         name,
         spec["summary"],
-        _builder(name, spec),
+        _builder(spec, edit),
         runs=spec.get("runs", True),
         os_boundary=spec.get("os_boundary", False),
         expected=expected,
-        edit=_editor(name, spec) if spec.get("start") == "solved" else None,
+        edit=edit if spec.get("start") == "solved" else None,
     )
 
 
