@@ -278,3 +278,37 @@ def test_feedback_blanks_hidden_tests_out_of_every_output():
     text = json.dumps(out)
     assert "12345" not in text and REDACTED in text
     assert "expect_close(f(1), 2, 'f of 1')" in text  # the visible test stays
+
+
+def test_the_check_helpers_watch_library_modules_imported_or_grown_later():
+    """The library's functions are recorded incrementally (a module's namespace is scanned again
+    only when the module is new or its namespace grew): a module imported after the first check,
+    and a function added to a module that was still being imported, are both watched."""
+    import sys
+    import types
+
+    from attention_ref import testing
+    from attention_ref.testing import tamper
+
+    testing.expect_close(np.ones(2), np.ones(2), "a first check: the library is recorded")
+    late = types.ModuleType("attention_ref._imported_late")
+    exec("def f(x):\n    return x\n", vars(late))
+    sys.modules[late.__name__] = late
+    try:
+        testing.expect_close(np.ones(2), np.ones(2), "a check after the import")
+        exec("def g(x):\n    return x\n", vars(late))  # the module's namespace grows
+        testing.expect_close(np.ones(2), np.ones(2), "a check after it grew")
+        for name in ("f", "g"):
+            original = getattr(late, name).__code__
+            getattr(late, name).__code__ = (lambda x: 0).__code__
+            try:
+                replaced = f"code of attention_ref._imported_late.{name} was replaced"
+                with pytest.raises(AssertionError, match=replaced):
+                    testing.expect_close(np.ones(2), np.ones(2), "x")
+            finally:
+                getattr(late, name).__code__ = original
+        testing.expect_close(np.ones(2), np.ones(2), "the originals are back")
+    finally:
+        del sys.modules[late.__name__]
+        for name in ("f", "g"):  # gone from sys.modules: later checks would call them replaced
+            tamper._ORIGINALS.pop((late.__name__, name), None)

@@ -99,14 +99,32 @@ def _snapshot() -> dict:
 
 
 def _snapshot_library() -> None:
-    for module_name in sorted(n for n in sys.modules if n.startswith("attention_ref")):
-        module = sys.modules[module_name]
+    """Record the library's functions that are not recorded yet.
+
+    Scanning every module's namespace on every check cost a millisecond per check, and a lesson
+    makes hundreds of checks. So the list of the library's modules is kept until ``sys.modules``
+    changes size (an import), and a module's namespace is scanned again only when its size
+    changes (a module still being imported, a function added). A module replaced in
+    ``sys.modules`` under the same size is still caught: its functions are not the recorded ones."""
+    global _LIBRARY_MODULES
+    if _LIBRARY_MODULES[0] != len(sys.modules):
+        _LIBRARY_MODULES = (
+            len(sys.modules),
+            [n for n in sys.modules if n.startswith("attention_ref")],
+        )
+    for module_name in _LIBRARY_MODULES[1]:
+        module = sys.modules.get(module_name)
+        if module is None or len(vars(module)) == _SCANNED.get(module_name):
+            continue
+        _SCANNED[module_name] = len(vars(module))
         for name, value in list(vars(module).items()):
             if isinstance(value, types.FunctionType) and not name.startswith("__"):
                 _ORIGINALS.setdefault((module_name, name), (value, value.__code__))
 
 
 _ORIGINALS: dict = {}
+_SCANNED: dict[str, int] = {}  # module name -> the size of its namespace when last scanned
+_LIBRARY_MODULES: tuple[int, list[str]] = (-1, [])  # len(sys.modules), the library's modules then
 
 
 def library_wrapper(new, old) -> bool:
