@@ -37,6 +37,20 @@ def test_every_section_runs_on_toy_sizes(capsys):
         assert "attention_kernel" in out and "registers" in out
 
 
+def test_lessons_run_in_rounds_beside_the_floor_and_can_be_chosen(capsys):
+    from coursekit.bench.lessons import rounds, selected_lessons
+
+    chosen = selected_lessons(bench.Config(lesson_names=("lesson12", "lesson02")))
+    assert [item.assignment for item in chosen] == ["lesson12", "lesson02"]
+    assert len(selected_lessons(bench.Config())) >= 12
+    names = [name for name, _ in rounds(2, 3, chosen)]
+    assert names == ["floor", "lesson12", "lesson02"] * 3
+    assert [name for name, _ in rounds(2, 1, chosen)] == ["floor", "lesson12", "lesson02", "floor"]
+    with pytest.raises(SystemExit, match="no lesson called 'lesson99'; the lessons are: lesson01"):
+        bench_main(["--only", "lessons", "--lessons", "lesson12,lesson99"])
+    assert "Lesson execution" not in capsys.readouterr().out  # refused before measuring
+
+
 def test_gpu_section_code_runs_on_the_cpu():
     tables = bench.bench_gpu(bench.TINY, device="cpu")
     text = "\n".join(table.render() for table in tables)

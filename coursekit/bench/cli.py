@@ -8,6 +8,7 @@ import os
 import sys
 
 from coursekit import bench
+from coursekit.bench.lessons import selected_lessons
 from coursekit.bench.report import TINY, Config, Table, machine_line
 from coursekit.course.nbgrader_cli import nbgrader_env
 
@@ -44,6 +45,11 @@ def main(argv: list[str] | None = None) -> None:
         "--repeat", type=int, default=1, help="executions of each lesson; the best counts"
     )
     parser.add_argument(
+        "--lessons",
+        default="",
+        help="comma-separated lessons to execute (e.g. lesson12); default: every lesson",
+    )
+    parser.add_argument(
         "--tiny", action="store_true", help="toy sizes, no lessons: checks that the code runs"
     )
     args = parser.parse_args(argv)
@@ -51,7 +57,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
-    cfg = TINY if args.tiny else Config(repeat=max(1, args.repeat))
+    names = tuple(n.strip() for n in args.lessons.split(",") if n.strip())
+    cfg = TINY if args.tiny else Config(repeat=max(1, args.repeat), lesson_names=names)
+    selected_lessons(cfg)  # an unknown lesson fails here, before any measuring
     print(machine_line(), flush=True)
     tables = run(sections, cfg)
     print()

@@ -16,6 +16,7 @@ class Config:
     repeat: int = 1  # executions of each lesson (the best counts)
     floor_runs: int = 2  # executions of the floor notebook (the best counts)
     lessons: bool = True  # False: the floor notebook only
+    lesson_names: tuple[str, ...] = ()  # only these lessons ("lesson12", ...); empty: every lesson
     attention_shape: tuple[int, int, int, int] = (8, 8, 512, 64)  # B, h, n, d
     attention_repeat: int = 9
     memory_sizes: tuple[int, ...] = (4096, 8192, 16384)
