@@ -171,6 +171,25 @@ def test_the_guard_puts_back_what_was_patched():
     assert np.allclose is allclose
 
 
+def test_the_guard_accepts_what_the_check_helpers_record_as_imports_come():
+    """The check helpers keep their own records in the library's globals; the guard, which fails a
+    test during which a library global is rebound, must not count that as tampering."""
+    import sys
+    import types
+
+    from attention_ref import testing
+    from coursekit.grading import guard
+
+    guard.install()
+    testing.expect_close(np.ones(2), np.ones(2), "a check before an import")
+    sys.modules["attention_ref._guard_probe"] = types.ModuleType("attention_ref._guard_probe")
+    try:
+        testing.expect_close(np.ones(2), np.ones(2), "a check after it")
+        assert json.loads(guard.check())["tampered"] == []
+    finally:
+        del sys.modules["attention_ref._guard_probe"]
+
+
 def test_the_check_helpers_refuse_to_run_on_replaced_originals():
     import attention_ref.np as ref
     from attention_ref import testing
