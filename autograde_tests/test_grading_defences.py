@@ -4,10 +4,12 @@ feedback filter. autograde_tests/hostile/ shows them working together through re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import textwrap
+import types
 
 import nbformat
 import numpy as np
@@ -174,20 +176,31 @@ def test_the_guard_puts_back_what_was_patched():
 def test_the_guard_accepts_what_the_check_helpers_record_as_imports_come():
     """The check helpers keep their own records in the library's globals; the guard, which fails a
     test during which a library global is rebound, must not count that as tampering."""
-    import sys
-    import types
-
     from attention_ref import testing
     from coursekit.grading import guard
 
     guard.install()
     testing.expect_close(np.ones(2), np.ones(2), "a check before an import")
-    sys.modules["attention_ref._guard_probe"] = types.ModuleType("attention_ref._guard_probe")
-    try:
+    with _library_module("attention_ref._guard_probe"):
         testing.expect_close(np.ones(2), np.ones(2), "a check after it")
         assert json.loads(guard.check())["tampered"] == []
+
+
+@contextlib.contextmanager
+def _library_module(name: str):
+    """A module of the library imported for the duration (as if by ``import name``); afterwards
+    gone from sys.modules and from the tamper check's records (later checks would otherwise find
+    its functions missing, that is, replaced)."""
+    from attention_ref.testing import tamper
+
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    try:
+        yield module
     finally:
-        del sys.modules["attention_ref._guard_probe"]
+        del sys.modules[name]
+        for key in [key for key in tamper._ORIGINALS if key[0] == name]:
+            del tamper._ORIGINALS[key]
 
 
 def test_the_check_helpers_refuse_to_run_on_replaced_originals():
@@ -303,17 +316,11 @@ def test_the_check_helpers_watch_library_modules_imported_or_grown_later():
     """The library's functions are recorded incrementally (a module's namespace is scanned again
     only when the module is new or its namespace grew): a module imported after the first check,
     and a function added to a module that was still being imported, are both watched."""
-    import sys
-    import types
-
     from attention_ref import testing
-    from attention_ref.testing import tamper
 
     testing.expect_close(np.ones(2), np.ones(2), "a first check: the library is recorded")
-    late = types.ModuleType("attention_ref._imported_late")
-    exec("def f(x):\n    return x\n", vars(late))
-    sys.modules[late.__name__] = late
-    try:
+    with _library_module("attention_ref._imported_late") as late:
+        exec("def f(x):\n    return x\n", vars(late))
         testing.expect_close(np.ones(2), np.ones(2), "a check after the import")
         exec("def g(x):\n    return x\n", vars(late))  # the module's namespace grows
         testing.expect_close(np.ones(2), np.ones(2), "a check after it grew")
@@ -327,7 +334,3 @@ def test_the_check_helpers_watch_library_modules_imported_or_grown_later():
             finally:
                 getattr(late, name).__code__ = original
         testing.expect_close(np.ones(2), np.ones(2), "the originals are back")
-    finally:
-        del sys.modules[late.__name__]
-        for name in ("f", "g"):  # gone from sys.modules: later checks would call them replaced
-            tamper._ORIGINALS.pop((late.__name__, name), None)
