@@ -11,6 +11,7 @@ module's reason. Inputs stay small: the interpreter runs each program one after 
 
 from __future__ import annotations
 
+import linecache
 import math
 import re
 import tempfile
@@ -28,12 +29,12 @@ pytestmark = pytest.mark.skipif(flash.UNAVAILABLE is not None, reason=str(flash.
 BUILDS = Path(__file__).resolve().parents[2] / "build" / "triton-builds"
 
 DEVICE = flash.kernel_device()
-# tl.dot of float32 runs in TF32 on a GPU's tensor cores (10 bits of mantissa); exact elsewhere.
-TF32 = DEVICE.type == "cuda"
-TOL = {
-    torch.float32: dict(rtol=5e-3, atol=5e-3) if TF32 else dict(rtol=1e-5, atol=1e-5),
-    torch.float16: dict(rtol=2e-3, atol=2e-3),
-}
+# Compiled kernels multiply float32 blocks in IEEE float32, not TF32 (attention_ref._triton_mode),
+# but with fused multiply-adds, a fast exp and atomic additions in any order: on an H200 their
+# largest errors against float64 were 7e-7 for scores of a few units and 9e-6 for scores of +-30,
+# the size of F.scaled_dot_product_attention's own in float32; one gradient (d = 64) missed 1e-5.
+FLOAT32 = dict(rtol=1e-4, atol=1e-4) if DEVICE.type == "cuda" else dict(rtol=1e-5, atol=1e-5)
+TOL = {torch.float32: FLOAT32, torch.float16: dict(rtol=2e-3, atol=2e-3)}
 SHAPES = [  # (batch, n_q, n_k, d)
     ((1,), 16, 16, 16),
     ((2, 3), 37, 37, 32),  # no block size divides n
@@ -95,10 +96,12 @@ def test_float16_inputs_give_float16_outputs(causal):
 def test_huge_scores_do_not_overflow():
     q, k, v = _inputs((1,), 32, 48, 16, seed=2, scale=300.0)  # scores in the thousands
     out, lse = flash.attention(q, k, v)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), **TOL[torch.float32])
+    # a float32 score of 3000 is only good to 2e-4, so are the weights: against float64, the
+    # kernel was 1e-4 off on an H200 and F.scaled_dot_product_attention in float32 2e-4
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    torch.testing.assert_close(out.double(), want, rtol=1e-3, atol=1e-3)
     assert torch.isfinite(lse).all()
-    huge = dict(rtol=5e-3, atol=1e-2) if TF32 else dict(rtol=1e-5, atol=1e-3)
-    torch.testing.assert_close(lse.double(), _lse(q, k), **huge)
+    torch.testing.assert_close(lse.double(), _lse(q, k), rtol=1e-5, atol=1e-3)
 
 
 def test_causal_kernel_skips_the_blocks_above_the_diagonal():
@@ -391,9 +394,17 @@ def test_gpu_sizes_change_only_the_head_dimension_and_blocks():
     assert flash.compiled_as("softmax", gpu_sizes=True) == flash.COMPILED_AS["softmax"]
 
 
+def _run_as_a_notebook_cell(source: str, namespace: dict) -> None:
+    """Run ``source`` as IPython runs a cell: its lines kept in linecache under the cell's name,
+    where a compiling ``@triton.jit`` reads a kernel's source (the interpreter needs none)."""
+    name = f"<notebook cell {len(linecache.cache)}>"
+    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+    exec(compile(source, name, "exec"), namespace)
+
+
 def test_a_helper_taken_from_the_library_is_not_the_notebook_s_own():
     namespace = {"__name__": "__main__", "flash": flash, "tl": flash.tl, "triton": flash.triton}
-    exec(
+    _run_as_a_notebook_cell(
         "@triton.jit\n"
         "def kernel(x_ptr, BLOCK: tl.constexpr):\n"
         "    flash.attend_blocks(0, 0, 0, 0, x_ptr, x_ptr, 0, 0, 0, 0, 1.0, BLOCK, BLOCK, False)\n",

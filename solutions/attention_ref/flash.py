@@ -36,7 +36,7 @@ import types
 
 import torch
 
-from attention_ref._triton_mode import VARIABLE, choose_interpreter
+from attention_ref._triton_mode import PRECISION, VARIABLE, choose_interpreter
 
 _TOO_LATE = "triton" in sys.modules and VARIABLE not in os.environ
 INTERPRETED = choose_interpreter()  # before Triton is imported: see the docstring
@@ -101,7 +101,10 @@ def describe() -> str:
             "(TRITON_INTERPRET=1), each program one after the other, in NumPy"
         )
     name = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA device"
-    return f"Triton {triton.__version__}: kernels are compiled for the GPU ({name})"
+    return (
+        f"Triton {triton.__version__}: kernels are compiled for the GPU ({name}); tl.dot of "
+        f"float32 blocks in {os.environ.get(PRECISION, 'tf32').upper()} ({PRECISION})"
+    )
 
 
 def _jit(fn):

@@ -1,0 +1,25 @@
+"""attention_ref._triton_mode: where lesson 11's kernels run, and in what precision where they are
+compiled. Only environment variables: nothing here imports Triton."""
+
+from __future__ import annotations
+
+import os
+
+from attention_ref._triton_mode import PRECISION, VARIABLE, choose_interpreter
+
+
+def test_compiled_kernels_multiply_float32_in_ieee_unless_told_otherwise(monkeypatch):
+    monkeypatch.setenv(VARIABLE, "0")  # kernels compiled, as on a CUDA machine
+    monkeypatch.delenv(PRECISION, raising=False)
+    assert choose_interpreter() is False
+    assert os.environ[PRECISION] == "ieee"  # Triton's own default on a GPU is TF32
+    monkeypatch.setenv(PRECISION, "tf32")  # a choice made outside wins
+    choose_interpreter()
+    assert os.environ[PRECISION] == "tf32"
+
+
+def test_interpreted_kernels_leave_the_precision_alone(monkeypatch):
+    monkeypatch.setenv(VARIABLE, "1")
+    monkeypatch.delenv(PRECISION, raising=False)
+    assert choose_interpreter() is True
+    assert PRECISION not in os.environ
