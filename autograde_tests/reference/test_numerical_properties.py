@@ -74,8 +74,12 @@ def _inputs(p, device):
 def _truth(q, k, v, mask):
     """F.scaled_dot_product_attention in float64 on the same (rounded) inputs; a query whose keys
     are all masked gets zeros (the course's convention; the built-in gives NaN there on some
-    paths)."""
+    paths). No keys or an empty batch give zeros without asking the built-in: on one of these
+    examples torch 2.11's CPU kernel stopped the whole process (SIGFPE, on a 16-core machine)."""
     q, k, v = (t.double() for t in (q, k, v))
+    shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], v.shape[-1])
+    if k.shape[-2] == 0 or 0 in shape:
+        return torch.zeros(shape, dtype=torch.float64, device=q.device)
     if mask is not None:
         mask = mask.expand(
             torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
