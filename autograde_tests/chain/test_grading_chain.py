@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
 import pytest
 
+from coursekit.course.lessons import ROOT
 from coursekit.course.mistakes import all_mistakes, everyday_mistakes
 from coursekit.grading import tempcourse as grading
 
@@ -132,19 +134,37 @@ if UNRUNNABLE:  # only where some lesson cannot run: elsewhere there is nothing 
         pytest.skip(UNRUNNABLE[assignment])
 
 
-def _comparable(path) -> dict:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    return nbformat.from_dict(nb)
+def _comparable(text: str) -> dict:
+    return nbformat.from_dict(json.loads(text))
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+
+
+def committed_student_edition(lesson) -> str:
+    """The student notebook as committed, wherever the lesson's source is as committed: `make
+    book` and `make lab` regenerate notebooks/ in the working tree from a newer source, as every
+    fresh clone's is, so the working tree alone could hide a stale commit. Mid-edit, or outside
+    a git checkout, the working tree's."""
+    source = lesson.source.parent.relative_to(ROOT).as_posix()
+    notebook = lesson.student_notebook.relative_to(ROOT).as_posix()
+    if _git("diff", "--quiet", "HEAD", "--", source).returncode == 0:
+        shown = _git("show", f"HEAD:{notebook}")
+        if shown.returncode == 0:
+            return shown.stdout
+    return lesson.student_notebook.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
 def test_committed_student_edition_matches_generated(graded, lesson):
     """notebooks/ is exactly what `make notebooks` (nbgrader generate_assignment) produces."""
-    generated = _comparable(lesson.in_course(graded.courses(lesson)[0]).student_notebook)
-    committed = _comparable(lesson.student_notebook)
+    generated_path = lesson.in_course(graded.courses(lesson)[0]).student_notebook
+    generated = _comparable(generated_path.read_text(encoding="utf-8"))
+    committed = _comparable(committed_student_edition(lesson))
     assert committed == generated, (
-        f"{lesson.student_notebook} is out of date with solutions/{lesson.assignment}: run `make "
-        "notebooks`"
+        f"{lesson.student_notebook}, as committed, is out of date with solutions/"
+        f"{lesson.assignment}: run `make notebooks` and commit notebooks/"
     )
 
 
