@@ -89,3 +89,28 @@ def test_class_grading_report_is_found_and_parsed(tmp_path):
     assert "37.5" in bench.bench_grading(bench.Config(), root=tmp_path).render()
     assert bench.parse_rate("12 notebooks per minute, then 14.25 Notebooks / min") == 14.25
     assert bench.parse_rate("nothing to see") is None
+
+
+def test_cells_lists_every_cell_that_raised_and_the_run_goes_on(tmp_path, capsys):
+    import nbformat.v4 as v4
+
+    from coursekit.bench.cells import main as cells_main
+    from coursekit.bench.cells import raised
+    from coursekit.bench.lessons import execute_seconds
+
+    nb = v4.new_notebook()
+    nb.cells = [
+        v4.new_code_cell("x = 1"),
+        v4.new_code_cell("1 / 0"),
+        v4.new_markdown_cell("prose is not run"),
+        v4.new_code_cell("x += 1\nprint(x)"),
+        v4.new_code_cell("raise ValueError('second')", metadata={"nbgrader": {"grade_id": "t"}}),
+    ]
+    execute_seconds(nb, tmp_path, keep_going=True)
+    assert raised(nb) == [
+        "  cell 1: ZeroDivisionError: division by zero",
+        "  cell 4 (t): ValueError: second",
+    ]
+    assert nb.cells[3].outputs[0]["text"] == "2\n"  # the cells after an error ran
+    with pytest.raises(SystemExit, match="no lesson called 'lesson99'"):
+        cells_main(["lesson99"])

@@ -12,12 +12,18 @@ from coursekit.course.lessons import ROOT, all_lessons, lesson
 FLOOR_SOURCE = "import numpy\nimport torch\nimport matplotlib.pyplot as plt"
 
 
-def execute_seconds(nb, cwd: Path) -> float:
-    """Wall time of nbclient running ``nb`` top to bottom in a fresh kernel (start-up included)."""
+def execute_seconds(nb, cwd: Path, *, keep_going: bool = False) -> float:
+    """Wall time of nbclient running ``nb`` top to bottom in a fresh kernel (start-up included).
+    A cell that raises stops the run, unless ``keep_going``: then its error is left in its
+    outputs and the next cell runs."""
     import nbclient
 
     client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        allow_errors=keep_going,
+        resources={"metadata": {"path": str(cwd)}},
     )
     start = time.perf_counter()
     client.execute()
