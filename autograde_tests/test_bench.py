@@ -91,7 +91,7 @@ def test_class_grading_report_is_found_and_parsed(tmp_path):
     assert bench.parse_rate("nothing to see") is None
 
 
-def test_cells_lists_every_cell_that_raised_and_the_run_goes_on(tmp_path, capsys):
+def test_cells_lists_every_cell_that_raised_and_the_run_goes_on(tmp_path):
     import nbformat.v4 as v4
 
     from coursekit.bench.cells import main as cells_main

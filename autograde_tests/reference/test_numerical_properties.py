@@ -77,13 +77,12 @@ def _truth(q, k, v, mask):
     paths). No keys or an empty batch give zeros without asking the built-in: on one of these
     examples torch 2.11's CPU kernel stopped the whole process (SIGFPE, on a 16-core machine)."""
     q, k, v = (t.double() for t in (q, k, v))
-    shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], v.shape[-1])
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    shape = batch + (q.shape[-2], v.shape[-1])
     if k.shape[-2] == 0 or 0 in shape:
         return torch.zeros(shape, dtype=torch.float64, device=q.device)
     if mask is not None:
-        mask = mask.expand(
-            torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
-        )
+        mask = mask.expand(batch + (q.shape[-2], k.shape[-2]))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     if mask is not None:
         out = torch.where(mask.any(-1, keepdim=True), out, torch.zeros_like(out))
