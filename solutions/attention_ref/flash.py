@@ -417,8 +417,9 @@ def expect_own_kernel(kernel, name: str) -> None:
 # What each kind of kernel is compiled as when a test checks it: the Triton types of its first
 # parameters (float16 inputs, as on a GPU; float32 statistics) and the values of its tl.constexpr
 # ones: the tests' own sizes (a head dimension of 16, blocks of 16), the cheapest to compile (about
-# half the time of 64 and 64). Whether a kernel compiles does not depend on them; its registers,
-# spills and shared memory do: GPU_SIZES are a GPU run's (lesson 11's last section, make bench).
+# half the time of 64 and 64). Above tl.dot's minimum (an inner dimension of 16 for float16 blocks),
+# whether a kernel compiles does not depend on them; its registers, spills and shared memory do:
+# GPU_SIZES are a GPU run's (lesson 11's last section, make bench).
 COMPILE_HEAD_DIM, COMPILE_BLOCK = 16, 16
 GPU_SIZES = {"D": 64, "BLOCK": 64}
 FORWARD_TYPES = ("*fp16",) * 4 + ("*fp32", "i32", "i32", "i32", "fp32")

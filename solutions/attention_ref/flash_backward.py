@@ -11,8 +11,8 @@ as P = exp(S - L). With D = rowsum(dO * O), one number per query, the gradients 
 One program per block of keys of each head holds its dK and dV on the chip and loops over the
 blocks of queries (from the diagonal on, when causal). dQ gathers a term from every block of keys,
 that is from every program: each adds its term into a float32 dQ in memory with an atomic add, as
-FlashAttention-2 does. (Triton's tutorial runs a second kernel over blocks of queries for dQ
-instead: no atomics, and the same sums in a fixed order.)
+FlashAttention-2 does. (Triton's tutorial has no atomics: a program that has finished its block
+of keys then computes dQ of one block of queries, recomputing P, and sums it in a fixed order.)
 
 attention_backward(q, k, v, dout, lse, delta, kernel=..., causal=...)   launch a backward kernel
 FlashAttention / flash_attention(q, k, v, causal)                      autograd with the kernels
