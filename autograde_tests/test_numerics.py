@@ -1,6 +1,6 @@
-"""The lessons print the numbers their text quotes on any x86-64 machine: PyTorch's AVX2 kernels
-and MKL's AVX2 path are pinned for every process that runs a lesson (coursekit.course.numerics),
-by the Makefile and by these tests' own start-up."""
+"""The lessons print the numbers their text quotes on x86-64 machines with or without AVX-512:
+PyTorch's AVX2 kernels are pinned for every process that runs a lesson
+(coursekit.course.numerics), by the Makefile and by these tests' own start-up."""
 
 from __future__ import annotations
 
