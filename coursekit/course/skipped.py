@@ -23,9 +23,9 @@ course's own source notebook, by grade_id, never from the submission; nbgrader's
 has already put the locked cell's source back. :func:`problems` is the static check that
 refuses a lesson in which a later cell reads a name such a cell binds or changes: nothing graded
 may depend on a skipped cell. (It cannot see everything a cell changes: an object passed to a
-function that changes it, a random generator drawn from. The grading chain shows the rest: the
-solved lesson, graded with these cells skipped, gets full marks, and each planted mistake
-loses exactly its points.)
+function that changes it, a random generator drawn from -- coursekit.course.draws checks the
+visible tests for that. The grading chain shows the rest: the solved lesson, graded with these
+cells skipped, gets full marks, and each planted mistake loses exactly its points.)
 """
 
 from __future__ import annotations
