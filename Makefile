@@ -84,8 +84,10 @@ $(STAMP): pyproject.toml constraints.txt
 	sources=$$($(PIP_SOURCES)) && $(UV) pip install --quiet --python $(PY) --native-tls \
 	    --index-strategy unsafe-best-match --compile-bytecode $$sources -c constraints.txt -e ".[course,classroom,test]"
 	@# uv, like pip, never removes what an older constraints.txt installed: uninstall what is no
-	@# longer pinned.
-	@$(PY) -m pip freeze --exclude-editable | sed 's/==.*//' | grep -vixFf <(sed 's/[ =#].*//;/^$$/d' constraints.txt) \
+	@# longer pinned. Names compared as PEP 503 normalizes them: pip freeze writes huggingface_hub
+	@# where constraints.txt has huggingface-hub, and the two must not look like different packages.
+	@$(PY) -m pip freeze --exclude-editable | sed 's/==.*//' | tr 'A-Z_.' 'a-z--' \
+	    | grep -vxFf <(sed 's/[ =#].*//;/^$$/d' constraints.txt | tr 'A-Z_.' 'a-z--') \
 	    | xargs -r $(UV) pip uninstall --quiet --python $(PY)
 	@touch $@
 
