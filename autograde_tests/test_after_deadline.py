@@ -32,7 +32,7 @@ from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.mistakes import fill_solutions
 from coursekit.course.nbgrader_cli import nbgrader
 from coursekit.course.sources import source_to_notebook
-from coursekit.grading import feedback, tempcourse
+from coursekit.grading import classgrade, feedback, tempcourse
 from coursekit.grading.classgrade import grade_class
 from coursekit.grading.gradebook import open_gradebook
 from coursekit.grading.lms import MOODLE_IDENTIFIERS, POINTS_POSSIBLE
@@ -61,6 +61,14 @@ WRONG = {
     "hidden-fails": {"soft_lookup": ("dot_scores(queries, keys)", "(queries @ keys.T)")},
     "visible-fails": {"dot_scores": ("np.swapaxes(keys, -1, -2)", "keys.T")},
 }
+# Handed in 5 h late with an import no solution needs: correct answers, held for review.
+# test_a_held_late_submission_keeps_its_penalty regrades them (resubmitted clean; graded again
+# after an extension changed, then accepted): the penalty must stay.
+SUSPICIOUS = {
+    "weighted_sum": ("return weights @ values", "import inspect\n    return weights @ values")
+}
+HELD = {"held-resubmits": timedelta(hours=5), "held-accepted": timedelta(hours=5)}
+_EXTENSIONS = {s: spec[1] for s, spec in CLASS.items() if spec[1]}
 COURSE_TOML = """[course]
 roster = "roster.csv"
 
@@ -105,13 +113,19 @@ def write_class(course: Path, due: datetime = DUE, extensions: dict | None = Non
     room.mkdir(exist_ok=True)
     (room / "course.toml").write_text(COURSE_TOML.format(due=due.isoformat(), policy=POLICY))
     people = "".join(f"{s},student,Student {s},{s}@example.org,{100 + i},S{i},{s},A\n"
-                     for i, s in enumerate([*CLASS, *WRONG]))  # fmt: skip
+                     for i, s in enumerate([*CLASS, *WRONG, *HELD]))  # fmt: skip
     header = "username,role,name,email,lms_id,sis_user_id,sis_login_id,section\n"
     (room / "roster.csv").write_text(header + people + "prof,instructor,,,,,,\n")
     if extensions is None:
-        extensions = {s: spec[1] for s, spec in CLASS.items() if spec[1]}
+        extensions = _EXTENSIONS
     rows = "".join(f"{s},{LESSON.assignment},{span}\n" for s, span in extensions.items())
     (room / "extensions.csv").write_text("username,lesson,extension\n" + rows)
+
+
+def hand_in(course: Path, student: str, after: timedelta, notebook) -> None:
+    """``notebook`` as ``student``'s submission, handed in ``after`` the due date."""
+    path = tempcourse.submit(course, student, LESSON, notebook)
+    (path.parent / "timestamp.txt").write_text(_stamp(DUE + after))
 
 
 def grade(course: Path, force: bool = False) -> ClassReport:
@@ -128,10 +142,9 @@ def graded(tmp_path_factory, monkeypatch_module) -> Graded:
     solved = nbformat.read(lesson.source_notebook, 4)
     handed_in = {student: (after, {}) for student, (after, _, _) in CLASS.items()}
     handed_in |= {student: (timedelta(hours=-1), edits) for student, edits in WRONG.items()}
+    handed_in |= {student: (after, SUSPICIOUS) for student, after in HELD.items()}
     for student, (after, edits) in handed_in.items():
-        notebook = fill_solutions(released, solved, edits)
-        path = tempcourse.submit(course, student, LESSON, notebook)
-        (path.parent / "timestamp.txt").write_text(_stamp(DUE + after))
+        hand_in(course, student, after, fill_solutions(released, solved, edits))
     write_class(course)
     return Graded(course, grade(course))
 
@@ -287,6 +300,9 @@ def test_grades_go_to_moodle_keyed_by_email(graded):
     table = graded.rows()
     for email, score in rows[1:]:
         student = email.split("@")[0]
+        if table[student]["status"] == "held":
+            assert score == "", (student, score)  # no grade yet: held for review
+            continue
         assert float(score) == pytest.approx(float(table[student]["score"]), abs=0.005)
 
 
@@ -310,6 +326,49 @@ def test_an_export_with_students_missing_from_the_roster_names_them(graded):
             assert "2 student(s) missing from the roster" in log and "late, very-late" in log, log
     finally:
         roster.write_text(kept)
+
+
+def _late_penalty(course: Path, student: str) -> float:
+    with open_gradebook(course / "gradebook.db") as gradebook:
+        nb = gradebook.find_submission_notebook(LESSON.name, LESSON.assignment, student)
+        return float(nb.late_submission_penalty or 0.0)
+
+
+def test_a_held_late_submission_keeps_its_penalty(graded):
+    """Held for review and late: graded again (handed in again, clean; or after its extension
+    changed, then accepted), the penalty is still taken from the autograder's scores, not from
+    the hold's zeros, and every export shows the score less the penalty."""
+    maximum = graded.report.rows[0].max_score
+    due = maximum * 0.9  # 5 to 6 h late: one day begun, 10 %
+    for student in HELD:
+        row = graded.report.row(student)
+        assert row.status == "held" and row.auto == maximum, row
+        assert _late_penalty(graded.course, student) == pytest.approx(0.1 * maximum), student
+    solved = fill_solutions(
+        nbformat.read(LESSON.in_course(graded.course).student_notebook, 4),
+        nbformat.read(LESSON.in_course(graded.course).source_notebook, 4),
+    )
+    hand_in(graded.course, "held-resubmits", timedelta(hours=6), solved)
+    write_class(graded.course, extensions={**_EXTENSIONS, "held-accepted": "1h"})  # still late
+    try:
+        report = grade(graded.course)
+        assert report.graded == 2, report.table()
+        assert report.row("held-resubmits").status == "graded"
+        assert report.row("held-resubmits").score == pytest.approx(due), report.table()
+        assert report.row("held-accepted").status == "held"
+        assert _late_penalty(graded.course, "held-accepted") == pytest.approx(0.1 * maximum)
+        classgrade.accept(graded.course, LESSON, "held-accepted")
+        exported = {row["student_id"]: row for row in _export(graded.course)}
+        moodle = dict(_lms_export(graded.course, "MoodleExport")[1][1:])
+        for student in HELD:
+            assert graded.rows()[student]["status"] == "graded", student
+            assert float(graded.rows()[student]["score"]) == pytest.approx(due), student
+            assert float(exported[student]["score"]) == pytest.approx(due), student
+            assert float(moodle[f"{student}@example.org"]) == pytest.approx(due, abs=0.005)
+    finally:
+        write_class(graded.course)
+    again = grade(graded.course)  # the accepted one graded again (its extension changed back)
+    assert again.graded == 1 and again.row("held-accepted").score == pytest.approx(due)
 
 
 def test_changing_an_extension_regrades_that_student_only(graded):

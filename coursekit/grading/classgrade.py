@@ -75,7 +75,7 @@ from coursekit.grading.holds import accepted_path, load_accepted, release, submi
 from coursekit.grading.integrity import Finding
 from coursekit.grading.ledger import changed as changed_paths
 from coursekit.grading.ledger import course_digest, folder_digest, read_json, write_json
-from coursekit.grading.report import REPORTS, ClassReport, write_reports
+from coursekit.grading.report import REPORTS, ClassReport, write_reports, write_tables
 from coursekit.grading.results import read_results
 from coursekit.grading.tempcourse import GradingError
 
@@ -405,6 +405,7 @@ def accept(course: Path, lesson: Lesson, student: str) -> None:
         course / gradebook.FILENAME,
         lambda gb: release(gb, lesson.assignment, lesson.name, student),
     )
+    write_tables(course, report_only(course, lesson))  # grades.csv and review.md say so now
 
 
 def report_only(course: Path, lesson: Lesson) -> ClassReport:

@@ -44,6 +44,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from coursekit.course import coursefile
 from coursekit.course.coursefile import CourseFileError
 from coursekit.course.lessons import ROOT, all_lessons
+from coursekit.grading.holds import is_held, release
 
 POLICIES = ("none", "per-hour", "per-day", "zero")
 UNIT = {"per-hour": 3600.0, "per-day": 86400.0}
@@ -308,16 +309,31 @@ def _course_root(config) -> Path:
 
 class ApplyDeadlines(NbGraderPreprocessor):
     """In autograde, just before AssignLatePenalties: the due date and this student's extension
-    into the gradebook, from course.toml (nothing without one)."""
+    into the gradebook, from course.toml (nothing without one); and the scores the penalty is
+    taken from made the autograder's.
+
+    AssignLatePenalties takes the penalty from the notebook's score, which counts a manual score
+    over the autograder's. A submission held for review (coursekit.grading.holds) has a manual 0
+    on every grade, and a regrade (handed in again; its due date, extension or the policy
+    changed; ``--force``) keeps it: the penalty would be taken from 0, and the hold released or
+    accepted afterwards would count the full score. So the hold is released here, before the
+    penalty; HoldForReview, later in the same run, holds the submission again if it still needs
+    review. An instructor's own manual grade is never touched (holds.release)."""
 
     def preprocess(self, nb, resources):
-        from nbgrader.api import Gradebook
+        from nbgrader.api import Gradebook, MissingEntry
 
         deadlines = load(_course_root(self.config))
-        if deadlines is not None:
-            info = resources["nbgrader"]
-            with Gradebook(info["db_url"]) as gradebook:
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gradebook:
+            if deadlines is not None:
                 write(gradebook, deadlines, info["assignment"], [info["student"]])
+            try:
+                if is_held(gradebook.find_submission_notebook(
+                        info["notebook"], info["assignment"], info["student"])):  # fmt: skip
+                    release(gradebook, info["assignment"], info["notebook"], info["student"])
+            except MissingEntry:
+                pass  # nothing graded yet: nothing held
         return nb, resources
 
 

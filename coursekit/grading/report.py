@@ -146,12 +146,20 @@ def _review(report: ClassReport) -> list[str]:
     return lines + [f"**PROBLEM**: {problem}" for problem in report.problems]
 
 
-def write_reports(course: Path, report: ClassReport) -> Path:
-    """grades.csv and review.md in reports/<lesson>/ of ``course``; returns that folder."""
+def write_tables(course: Path, report: ClassReport) -> Path:
+    """grades.csv and review.md in reports/<lesson>/ of ``course`` (also after ``make accept``,
+    which changes a student's status but grades nothing); returns that folder."""
     folder = Path(course) / REPORTS / report.lesson.assignment
     folder.mkdir(parents=True, exist_ok=True)
     _write_csv(folder / "grades.csv", report)
     (folder / "review.md").write_text("\n".join(_review(report)) + "\n")
+    return folder
+
+
+def write_reports(course: Path, report: ClassReport) -> Path:
+    """grades.csv and review.md, what the class got wrong and how alike its answers are, in
+    reports/<lesson>/ of ``course``; returns that folder."""
+    folder = write_tables(course, report)
     failures.write_reports(folder, report.failures, report.lesson.assignment)
     if report.similarity is not None:
         title = f"{report.lesson.assignment}: the most similar answers"
