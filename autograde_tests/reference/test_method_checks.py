@@ -280,3 +280,68 @@ def test_newest_position_fails_a_cache_that_recomputes_everything():
         "an array of shape (2, 4, 8)" in message
         and "8 positions, where the step brings 2" in message
     )
+
+
+# ---- no library function where the library's care would do the exercise's work ---------------
+
+import attention_ref  # noqa: E402
+from attention_ref.np import plain_softmax as softmax  # noqa: E402  (lesson 3's import)
+from attention_ref.np import softmax as guarded_softmax  # noqa: E402
+from attention_ref.testing import expect_no_library_call  # noqa: E402
+
+
+def _own(scores, mask):
+    s = np.where(mask, scores, -np.inf)
+    peak = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(peak), peak, 0.0))
+    return e / np.maximum(e.sum(-1, keepdims=True), 1e-300)
+
+
+def _through_plain(scores, mask):
+    return np.nan_to_num(softmax(np.where(mask, scores, -np.inf)))
+
+
+def _through_guarded(scores, mask):
+    return guarded_softmax(np.where(mask, scores, -np.inf))
+
+
+def _through_helper(scores, mask):
+    return _through_guarded(scores, mask)
+
+
+def _through_module(scores, mask):
+    return attention_ref.np.softmax(np.where(mask, scores, -np.inf))
+
+
+def _through_inner_import(scores, mask):
+    import attention_ref.np as ref
+
+    return ref.softmax(np.where(mask, scores, -np.inf))
+
+
+def _through_inner_from_import(scores, mask):
+    from attention_ref.np import softmax as s
+
+    return s(np.where(mask, scores, -np.inf))
+
+
+def test_no_library_call_passes_own_code_and_what_is_allowed():
+    for answer in (_own, _through_plain):
+        expect_no_library_call(answer, "masked_softmax", allowed=("plain_softmax",))
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _through_guarded,
+        _through_helper,
+        _through_module,
+        _through_inner_import,
+        _through_inner_from_import,
+    ],
+)
+def test_no_library_call_fails_the_library_however_reached(answer):
+    message = _fails(
+        expect_no_library_call, answer, "masked_softmax", allowed=("plain_softmax",), hint="h"
+    )
+    assert "attention_ref.np.retrieval.softmax" in message and "Hint: h" in message

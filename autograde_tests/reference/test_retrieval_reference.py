@@ -64,6 +64,41 @@ def test_softmax_of_an_all_minus_inf_row_is_zero(device):
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_plain_softmax_is_torch_softmax_nan_rows_included(device, dtype):
+    """Lesson 3 imports it so that a masked softmax must handle a fully masked row itself."""
+    x = 4 * _randn((3, 5), dtype, device, seed=3)
+    x[1] = -torch.inf  # a query whose keys are all masked
+    x[2, 1:] = -torch.inf  # one key left
+    half = dtype in (torch.float16, torch.bfloat16)
+    want = torch.softmax(x.float() if half else x, dim=-1).to(dtype)
+    got = rpt.plain_softmax(x)
+    assert got.dtype == dtype and got.device == x.device
+    assert torch.isnan(got[1]).all() and not torch.isnan(got[[0, 2]]).any()
+    torch.testing.assert_close(got, want, equal_nan=True, **TOLERANCES[dtype])
+    if dtype in (torch.float32, torch.float64):
+        with np.errstate(invalid="ignore"):
+            got_np = rnp.plain_softmax(x.cpu().numpy())
+        np.testing.assert_allclose(got_np, want.cpu().numpy(), equal_nan=True, **TOLERANCES[dtype])
+        np.testing.assert_allclose(
+            rnp.plain_softmax(x[[0, 2]].cpu().numpy(), axis=0),
+            torch.softmax(x[[0, 2]], dim=0).cpu().numpy(),
+            **TOLERANCES[dtype],
+        )
+
+
+def test_plain_softmax_refuses_what_softmax_refuses():
+    for fn, scalar, ints in [
+        (rnp.plain_softmax, np.float64(1.0), np.arange(3)),
+        (rpt.plain_softmax, torch.tensor(1.0), torch.arange(3)),
+    ]:
+        with pytest.raises(ValueError, match="scalar"):
+            fn(scalar)
+        with pytest.raises(TypeError, match="floating"):
+            fn(ints)
+    assert rnp.plain_softmax(np.zeros((2, 0))).shape == (2, 0)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("shapes", SHAPES_QK, ids=str)
 @pytest.mark.parametrize("temperature", [1.0, 0.4, 3.0])
 def test_soft_lookup_matches_scaled_dot_product_attention(device, dtype, shapes, temperature):

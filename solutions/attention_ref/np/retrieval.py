@@ -44,6 +44,23 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     return softmax_in_place(x.copy(), axis)  # x itself is left alone
 
 
+def plain_softmax(x, axis: int = -1) -> np.ndarray:
+    """Lesson 1's stable softmax exactly as its exercise asks for it, and as ``torch.softmax``
+    computes it: subtract the maximum, exponentiate, divide by the sum, and nothing more.
+
+    A slice that is -inf everywhere (a query whose keys are all masked) gives NaN, since
+    -inf - (-inf) is NaN. Lesson 3 imports it as ``softmax``, so that its masked softmax has to
+    handle that row itself; :func:`softmax` returns zeros there.
+    """
+    x = as_float_array("x", x)
+    if x.ndim == 0:
+        raise ValueError("softmax needs at least one dimension, got a scalar")
+    if x.shape[axis] == 0:  # no keys at all: nothing to normalise (the max of an empty axis fails)
+        return x.copy()
+    exps = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return exps / np.sum(exps, axis=axis, keepdims=True)
+
+
 def softmax_in_place(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """:func:`softmax` written into ``x`` itself, a float array the caller owns (e.g. fresh scores).
 

@@ -60,6 +60,17 @@ def softmax(x, axis: int = -1) -> torch.Tensor:
     return _stable_softmax(x, axis, in_place=False)
 
 
+def plain_softmax(x, axis: int = -1) -> torch.Tensor:
+    """``torch.softmax`` along ``axis``: lesson 1's stable softmax with no care for masked rows,
+    so a slice that is -inf everywhere gives NaN (NumPy's ``plain_softmax`` says why lesson 3
+    wants that). Half-precision inputs are computed in float32 and returned in their own dtype.
+    """
+    x = as_float_tensor("x", x)
+    if x.ndim == 0:
+        raise ValueError("softmax needs at least one dimension, got a scalar")
+    return torch.softmax(upcast(x)[0], dim=axis).to(x.dtype)
+
+
 def softmax_in_place(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
     """:func:`softmax` written into ``x`` itself, a float tensor the caller owns (fresh scores),
     like NumPy's ``softmax_in_place``: Eq. (1) holds its n x n scores anyway, and a softmax that

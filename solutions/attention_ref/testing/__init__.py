@@ -38,7 +38,7 @@ from .checks import (
 )
 from .meta_device import expect_device_agnostic, expect_device_argument
 from .one_pass import expect_one_pass
-from .ownership import expect_own_function, from_library
+from .ownership import expect_no_library_call, expect_own_function, from_library
 from .spies import TorchRecord, expect_does_not_call, record_torch, spy
 from .tamper import library_wrapper, require_untampered
 
@@ -54,6 +54,7 @@ __all__ = [
     "expect_dtype",
     "expect_integer",
     "expect_key_blocks",
+    "expect_no_library_call",
     "expect_newest_position_only",
     "expect_one_pass",
     "expect_own_function",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import types
 
+from .checks import fail
 from .tamper import require_untampered
 
 
@@ -109,3 +110,60 @@ def names_used(fn) -> set[str]:
             if isinstance(target, types.FunctionType) and target.__globals__ is fn.__globals__:
                 todo.append(target)
     return names
+
+
+def _library_members(modules: list, names: set[str]) -> set[str]:
+    """``module.name`` of each library function among ``names`` that one of ``modules`` holds
+    (``r.softmax`` after ``import attention_ref.np as r``), submodules followed."""
+    found, todo, seen = set(), list(modules), set()
+    while todo:
+        module = todo.pop()
+        if module.__name__ in seen:
+            continue
+        seen.add(module.__name__)
+        for ref in names:
+            member = getattr(module, ref, None)
+            if isinstance(member, types.ModuleType) and from_library(member):
+                todo.append(member)
+            elif callable(member) and from_library(member):
+                found.add(f"{from_library(member)}.{getattr(member, '__name__', ref)}")
+    return found
+
+
+def library_functions_used(fn) -> set[str]:
+    """The reference library's functions that ``fn`` (and the notebook's functions it calls)
+    reach by name, as ``module.name``: through the notebook's globals, a library module's
+    attribute, or an import inside the function."""
+    found, seen, todo = set(), set(), [fn]
+    while todo:
+        current = todo.pop()
+        if current.__code__ in seen:
+            continue
+        seen.add(current.__code__)
+        names = _referenced_names(current.__code__)
+        modules = [
+            sys.modules[n] for n in names if n.startswith("attention_ref") and n in sys.modules
+        ]
+        for ref in names:
+            target = current.__globals__.get(ref)
+            module = from_library(target)
+            if isinstance(target, types.ModuleType) and module:
+                modules.append(target)
+            elif module is not None and callable(target):
+                found.add(f"{module}.{getattr(getattr(target, 'func', target), '__name__', ref)}")
+            elif isinstance(target, types.FunctionType) and target.__globals__ is fn.__globals__:
+                todo.append(target)
+        found |= _library_members(modules, names)
+    return found
+
+
+def expect_no_library_call(fn, what: str, allowed: tuple = (), hint: str | None = None) -> None:
+    """``fn`` reaches no function of the reference library but those named in ``allowed``
+    (bare names, e.g. ``"plain_softmax"``): where the library's own care for an edge case (a
+    softmax that returns zeros for a row of -inf) would do the exercise's work for it."""
+    require_untampered()
+    used = sorted(
+        n for n in library_functions_used(_undecorated(fn)) if n.rsplit(".", 1)[-1] not in allowed
+    )
+    if used:
+        fail(what, f"it uses the course library's {', '.join(used)}", hint)
