@@ -43,7 +43,7 @@ BOOK_SETTINGS := build/book-settings/$(EDITION)
 $(shell mkdir -p $(dir $(BOOK_SETTINGS)) && printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' \
     | cmp -s - $(BOOK_SETTINGS) || printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' > $(BOOK_SETTINGS))
 
-.PHONY: help install bytecode book bench bench-book lab check notebooks test test-fast lint test-mistakes browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
+.PHONY: help install bytecode book bench bench-book lab check notebooks test test-fast lint test-mistakes mutants browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
 .DEFAULT_GOAL := help
 
 help:
@@ -54,6 +54,7 @@ help:
 	@echo "make lab         open JupyterLab on your own copy of the student notebooks (work/)"
 	@echo "make check       grade your copy of the lessons (LESSON=lesson01 for one)"
 	@echo "make test-mistakes  grade every planted mistake of every lesson (make test: a few each)"
+	@echo "make mutants     mutation-test every graded exercise (LESSON=lesson01 for one)"
 	@echo "make notebooks   regenerate the student edition in notebooks/ from solutions/"
 	@echo "make bench       the course's performance numbers: lessons, attention, memory, grading, GPU"
 	@echo "make bench-book  time a full book build and a rebuild after editing one lesson"
@@ -192,6 +193,14 @@ lint: $(STAMP)
 # grading, once, beside the other suites.
 test-mistakes: $(STAMP) bytecode sandbox
 	COURSE_MISTAKES=all $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup autograde_tests/chain
+
+# Mutation testing of the graded exercises (coursekit/mutants/): each answer changed in small
+# ways, run against the tests it reaches in-process, the survivors printed for triage into
+# solutions/LESSON/mutants.yml. MUTANTS_FLAGS="--cell softmax" for one exercise, "--list" to see
+# the mutants, "--no-write" to leave mutants.yml alone. Minutes a lesson (docs/writing-lessons.md).
+MUTANTS_FLAGS ?=
+mutants: $(STAMP) bytecode
+	$(PY) -m coursekit.mutants $(LESSON) $(MUTANTS_FLAGS)
 
 # The browser tests need Debian's Chromium (Playwright's own browser download cannot work
 # offline). Installed here when we are root with apt; otherwise those tests skip (fail under CI).

@@ -21,6 +21,7 @@ LAYERS = {
     "publishing": 2,
     "learner": 2,
     "classroom": 2,
+    "mutants": 2,
     "democlass": 3,
     "bench": 4,
 }
