@@ -194,7 +194,7 @@ def swap_indices(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
     if isinstance(node, cst.Subscript) and len(node.slice) > 1:
         for i in range(len(node.slice) - 1):
             a, b = node.slice[i].slice, node.slice[i + 1].slice
-            if a.deep_equals(b):
+            if a.deep_equals(b) or _ellipsis_and_all(a, b):
                 continue
             items = list(node.slice)
             items[i], items[i + 1] = (
@@ -202,6 +202,18 @@ def swap_indices(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
                 items[i + 1].with_changes(slice=a),
             )
             yield node.with_changes(slice=items)
+
+
+def _ellipsis_and_all(a: cst.BaseSlice, b: cst.BaseSlice) -> bool:
+    """``...`` next to a bare ``:``: either order selects the same (always an equivalent mutant)."""
+
+    def every(s):
+        return isinstance(s, cst.Slice) and s.lower is s.upper is s.step is None
+
+    def ellipsis(s):
+        return isinstance(s, cst.Index) and isinstance(s.value, cst.Ellipsis)
+
+    return (every(a) and ellipsis(b)) or (ellipsis(a) and every(b))
 
 
 def swap_matmul(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
