@@ -30,8 +30,10 @@ LIBRARY_DEPENDENCIES = {"numpy", "torch", "attention_ref"}
 # The library's optional modules: each may import one more package, and nothing in the library
 # imports them (but one that needs the same package). figures.py draws the paper's figures
 # (matplotlib); flash*.py hold lesson 11's Triton kernels and compile them for a GPU (triton,
-# which has wheels for Linux only).
+# which has wheels for Linux only); checkpoints.py reads and writes lesson 14's checkpoint files
+# (safetensors).
 OPTIONAL = {
+    "checkpoints.py": "safetensors",
     "figures.py": "matplotlib",
     "flash.py": "triton",
     "flash_backward.py": "triton",

@@ -8,6 +8,12 @@ only: lesson 8's trainable model (attention_ref.pt.model), lesson 9's cached dec
 """
 
 from .additive import additive_attention, additive_scores  # lesson 2
+from .checkpoint_names import (  # lesson 14
+    checkpoint_shapes,
+    params_from_checkpoint,
+    random_checkpoint,
+    tiny_config,
+)
 from .decoding import cached_self_attention  # lesson 9
 from .device import available_devices, pick_device  # every lesson: cuda > mps > cpu
 from .efficient import (  # lesson 9
@@ -52,6 +58,18 @@ from .multihead import (  # lesson 4
     params_from_torch,
     split_heads,
 )
+from .norms import rms_norm  # lesson 14
+from .open_blocks import attention_block, gpt_oss_moe, swiglu  # lesson 14
+from .open_model import (  # lesson 14
+    ModelSpec,
+    cache_bytes,
+    first_difference,
+    greedy_generate,
+    model_forward,
+    new_caches,
+    open_layer,
+    spec_from_config,
+)
 from .paged import PagedKVCache, paged_attention  # lesson 12
 from .positional import (  # lesson 7
     add_positional_encoding,
@@ -74,11 +92,18 @@ from .retrieval import (  # lesson 1
     softmax,
     weighted_sum,
 )
+from .rope_layouts import (  # lesson 14
+    apply_rope,
+    pairing_permutation,
+    rope_frequencies,
+    rope_via_lesson10,
+)
 from .rotary import rotary_embedding  # lesson 10 (optional section)
 from .sdpa import (  # lesson 2 (the mask of lesson 3 included)
     attention_weights,
     scaled_dot_product_attention,
 )
+from .sinks import sink_attention  # lesson 14
 from .three_uses import (  # lesson 5
     combine_masks,
     decoder_self_attention,
@@ -189,4 +214,25 @@ __all__ = [
     "mla_cache_bytes_per_token",
     "PagedKVCache",
     "paged_attention",
+    "rms_norm",
+    "pairing_permutation",
+    "rope_via_lesson10",
+    "apply_rope",
+    "rope_frequencies",
+    "sink_attention",
+    "swiglu",
+    "gpt_oss_moe",
+    "attention_block",
+    "ModelSpec",
+    "spec_from_config",
+    "open_layer",
+    "model_forward",
+    "new_caches",
+    "greedy_generate",
+    "first_difference",
+    "cache_bytes",
+    "checkpoint_shapes",
+    "params_from_checkpoint",
+    "tiny_config",
+    "random_checkpoint",
 ]

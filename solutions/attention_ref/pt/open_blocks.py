@@ -1,0 +1,122 @@
+"""Lesson 14, The attention block of today's open models and their feed-forward layers -- PyTorch
+reference.
+
+``attention_block(x, p, spec, layer, positions, cache)`` is one layer's attention sub-layer as
+Qwen3, gpt-oss and GLM-4 compute it (``spec`` is an ``attention_ref.pt.open_model.ModelSpec``,
+``p`` the layer's parameters in the course's layout, ``x @ W``):
+
+1. the projections, with biases where the checkpoint has them, split into ``h`` query heads and
+   ``g`` key/value heads (lesson 12's grouped-query attention);
+2. QK-norm (Qwen3; OLMo 2 and Gemma 3 too): each head's query and key RMS-normalised with a
+   learned weight of ``head_dim`` numbers, *before* the rotation: the norm sees the projection's
+   features, as in training;
+3. the rotary embedding in the checkpoint's layout (``apply_rope``), at the absolute positions of
+   the new tokens, from the frequencies of the config (``rope_frequencies``: YaRN's included);
+4. the cache: the new keys and values appended; a sliding-window layer keeps only its last
+   ``window`` positions, a full layer all of them (one cache per layer: gpt-oss alternates the
+   two kinds, Gemma 3 runs five local layers per global one);
+5. attention over the cache with the causal mask offset by the cached positions, the window on
+   sliding layers only, and the learned sink logits (gpt-oss) in the softmax's denominator;
+6. the heads merged and the output projection.
+
+``swiglu`` is the gated feed-forward layer of Shazeer (2020), ``silu(x W_gate) * (x W_up)``
+projected down; ``gpt_oss_moe`` is gpt-oss's mixture of experts: a router picks ``top_k`` experts
+per token, softmax-weighted, each a SwiGLU with gpt-oss's clamped gate, ``alpha`` and ``up + 1``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .norms import rms_norm
+from .rope_layouts import apply_rope, rope_frequencies
+from .sinks import sink_attention
+
+__all__ = ["swiglu", "gpt_oss_moe", "attention_block"]
+
+
+def swiglu(x, w_gate, w_up, w_down) -> torch.Tensor:
+    """``(silu(x @ w_gate) * (x @ w_up)) @ w_down``: x ``(..., d)``, w_gate and w_up ``(d,
+    d_ff)``, w_down ``(d_ff, d)``."""
+    for name, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)):
+        if w.ndim != 2:
+            raise ValueError(f"{name} must be a matrix, got shape {tuple(w.shape)}")
+    if (
+        w_gate.shape != w_up.shape
+        or w_gate.shape[0] != x.shape[-1]
+        or w_down.shape[0] != w_up.shape[1]
+    ):
+        raise ValueError(
+            f"x {tuple(x.shape)}, w_gate {tuple(w_gate.shape)}, w_up {tuple(w_up.shape)} and "
+            f"w_down {tuple(w_down.shape)} do not fit: (d,), (d, d_ff), (d, d_ff), (d_ff, d)"
+        )
+    return (F.silu(x @ w_gate) * (x @ w_up)) @ w_down
+
+
+def gpt_oss_moe(x, p: dict, spec) -> torch.Tensor:
+    """gpt-oss's feed-forward layer of ``x`` ``(..., d)``: the router's ``top_k`` experts per
+    token, weighted by a softmax over their router logits; every expert computed (small models)."""
+    logits = x @ p["router_w"] + p["router_b"]
+    top, chosen = logits.topk(spec.top_k, dim=-1)
+    weights = torch.zeros_like(logits).scatter(-1, chosen, torch.softmax(top, dim=-1))
+    gate = torch.einsum("...d,edf->...ef", x, p["expert_gate"]) + p["expert_gate_b"]
+    up = torch.einsum("...d,edf->...ef", x, p["expert_up"]) + p["expert_up_b"]
+    gate = gate.clamp(max=spec.swiglu_limit)
+    up = up.clamp(min=-spec.swiglu_limit, max=spec.swiglu_limit)
+    hidden = (up + 1) * gate * torch.sigmoid(spec.swiglu_alpha * gate)
+    out = torch.einsum("...ef,efd->...ed", hidden, p["expert_down"]) + p["expert_down_b"]
+    return (weights[..., None] * out).sum(dim=-2)
+
+
+def _project(x, p: dict, name: str, heads: int, head_dim: int) -> torch.Tensor:
+    """``x`` ``(batch, n, d)`` through ``p["w_" + name]`` (and its bias) into ``(batch, heads, n,
+    head_dim)``."""
+    y = x @ p["w_" + name]
+    if "b_" + name in p:
+        y = y + p["b_" + name]
+    return y.unflatten(-1, (heads, head_dim)).transpose(-3, -2)
+
+
+def _cached(cache, k, v, window):
+    """The keys and values to attend over: the cache's and the new ones; the cache then keeps the
+    last ``window`` of them (all of them without a window)."""
+    if cache is None:
+        return k, v
+    if "k" in cache:
+        k, v = torch.cat((cache["k"], k), dim=-2), torch.cat((cache["v"], v), dim=-2)
+    keep = k.shape[-2] if window is None else min(window, k.shape[-2])
+    cache["k"], cache["v"] = k[..., -keep:, :], v[..., -keep:, :]
+    return k, v
+
+
+def _allowed(positions, num_keys: int, window) -> torch.Tensor:
+    """``(n, num_keys)``: the keys are the last ``num_keys`` positions up to the newest query's;
+    query ``i`` may read key ``j`` at or before it, and within the window where there is one."""
+    key_positions = torch.arange(num_keys) + positions[-1] + 1 - num_keys
+    offset = positions[:, None] - key_positions[None, :]
+    allowed = offset >= 0
+    return allowed if window is None else allowed & (offset < window)
+
+
+def attention_block(x, p: dict, spec, layer: int, positions, cache=None) -> torch.Tensor:
+    """Layer ``layer``'s attention sub-layer (after its input norm, before the residual) for the
+    new tokens ``x`` ``(batch, n, d_model)`` at ``positions`` ``(n,)``, consecutive; ``cache``: a
+    dict, empty before the first step, updated in place (None: no cache, the whole text at once)."""
+    h, g, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
+    positions = torch.as_tensor(positions).cpu()  # a few integers: the mask is made on the host
+    q, k, v = _project(x, p, "q", h, d), _project(x, p, "k", g, d), _project(x, p, "v", g, d)
+    if spec.qk_norm:  # on each head's features, before the rotation
+        q, k = rms_norm(q, p["q_norm"], spec.eps), rms_norm(k, p["k_norm"], spec.eps)
+    inv_freq, scale = rope_frequencies(spec.rope, spec.rotary_dim)
+    q = apply_rope(q, positions, inv_freq, spec.rope_layout, scale)
+    k = apply_rope(k, positions, inv_freq, spec.rope_layout, scale)
+    window = spec.window if spec.layer_types[layer] == "sliding_attention" else None
+    k, v = _cached(cache, k, v, window)
+    allowed = _allowed(positions, k.shape[-2], window).to(x.device)
+    sinks = p["sinks"].view(g, h // g, 1) if spec.sinks else None
+    out = sink_attention(
+        q.unflatten(1, (g, h // g)), k.unsqueeze(2), v.unsqueeze(2), sinks, allowed
+    )
+    out = out.flatten(1, 2).transpose(1, 2).flatten(-2) @ p["w_o"]
+    return out + p["b_o"] if "b_o" in p else out
