@@ -1,7 +1,7 @@
 """Lesson 14, The attention block of today's open models and their feed-forward layers -- PyTorch
 reference.
 
-``attention_block(x, p, spec, layer, positions, cache)`` is one layer's attention sub-layer as
+``attention_block(x, p, spec, layer, start, cache)`` is one layer's attention sub-layer as
 Qwen3, gpt-oss and GLM-4 compute it (``spec`` is an ``attention_ref.pt.open_model.ModelSpec``,
 ``p`` the layer's parameters in the course's layout, ``x @ W``):
 
@@ -90,21 +90,27 @@ def _cached(cache, k, v, window):
     return k, v
 
 
-def _allowed(positions, num_keys: int, window) -> torch.Tensor:
-    """``(n, num_keys)``: the keys are the last ``num_keys`` positions up to the newest query's;
-    query ``i`` may read key ``j`` at or before it, and within the window where there is one."""
-    key_positions = torch.arange(num_keys) + positions[-1] + 1 - num_keys
-    offset = positions[:, None] - key_positions[None, :]
+def _allowed(start: int, n: int, num_keys: int, window, device) -> torch.Tensor:
+    """``(n, num_keys)``: the queries at ``start .. start + n - 1``, the keys the last ``num_keys``
+    positions up to the newest query; query ``i`` may read key ``j`` at or before it, and within
+    the window where there is one (the causal mask offset by the cached positions)."""
+    queries = torch.arange(start, start + n, device=device)
+    keys = torch.arange(start + n - num_keys, start + n, device=device)
+    offset = queries[:, None] - keys[None, :]
     allowed = offset >= 0
     return allowed if window is None else allowed & (offset < window)
 
 
-def attention_block(x, p: dict, spec, layer: int, positions, cache=None) -> torch.Tensor:
+def attention_block(x, p: dict, spec, layer: int, start: int = 0, cache=None, attend=None):
     """Layer ``layer``'s attention sub-layer (after its input norm, before the residual) for the
-    new tokens ``x`` ``(batch, n, d_model)`` at ``positions`` ``(n,)``, consecutive; ``cache``: a
-    dict, empty before the first step, updated in place (None: no cache, the whole text at once)."""
+    new tokens ``x`` ``(batch, n, d_model)`` at positions ``start .. start + n - 1``; ``cache``: a
+    dict, empty before the first step, updated in place (None: no cache, the whole text at once).
+    ``attend(q, k, v, cache, start, window, sinks)``, when given, replaces steps 4 and 5 (the cache
+    and the attention over it) for the rotated ``q`` ``(batch, h, n, d)``, ``k`` and ``v``
+    ``(batch, g, n, d)``: a policy of its own for what the cache keeps."""
     h, g, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
-    positions = torch.as_tensor(positions).cpu()  # a few integers: the mask is made on the host
+    n = x.shape[-2]
+    positions = torch.arange(start, start + n, device=x.device)
     q, k, v = _project(x, p, "q", h, d), _project(x, p, "k", g, d), _project(x, p, "v", g, d)
     if spec.qk_norm:  # on each head's features, before the rotation
         q, k = rms_norm(q, p["q_norm"], spec.eps), rms_norm(k, p["k_norm"], spec.eps)
@@ -112,11 +118,15 @@ def attention_block(x, p: dict, spec, layer: int, positions, cache=None) -> torc
     q = apply_rope(q, positions, inv_freq, spec.rope_layout, scale)
     k = apply_rope(k, positions, inv_freq, spec.rope_layout, scale)
     window = spec.window if spec.layer_types[layer] == "sliding_attention" else None
-    k, v = _cached(cache, k, v, window)
-    allowed = _allowed(positions, k.shape[-2], window).to(x.device)
-    sinks = p["sinks"].view(g, h // g, 1) if spec.sinks else None
-    out = sink_attention(
-        q.unflatten(1, (g, h // g)), k.unsqueeze(2), v.unsqueeze(2), sinks, allowed
-    )
-    out = out.flatten(1, 2).transpose(1, 2).flatten(-2) @ p["w_o"]
+    if attend is not None:
+        out = attend(q, k, v, cache, start, window, p["sinks"] if spec.sinks else None)
+    else:
+        k, v = _cached(cache, k, v, window)
+        allowed = _allowed(start, n, k.shape[-2], window, x.device)
+        sinks = p["sinks"].view(g, h // g, 1) if spec.sinks else None
+        out = sink_attention(
+            q.unflatten(1, (g, h // g)), k.unsqueeze(2), v.unsqueeze(2), sinks, allowed
+        )
+        out = out.flatten(1, 2)
+    out = out.transpose(1, 2).flatten(-2) @ p["w_o"]
     return out + p["b_o"] if "b_o" in p else out

@@ -133,10 +133,11 @@ def spec_from_config(config: dict) -> ModelSpec:
     )  # fmt: skip
 
 
-def open_layer(h, p: dict, spec: ModelSpec, layer: int, positions, cache=None) -> torch.Tensor:
+def open_layer(h, p: dict, spec: ModelSpec, layer: int, start: int = 0, cache=None, attend=None):
     """One pre-norm decoder layer: ``h + attention(norm(h))``, then ``+ feed_forward(norm(.))``
-    (GLM-4 normalises each sub-layer's output too, before the residual)."""
-    a = attention_block(rms_norm(h, p["attn_norm"], spec.eps), p, spec, layer, positions, cache)
+    (GLM-4 normalises each sub-layer's output too, before the residual); ``attend``: see
+    ``attention_block``."""
+    a = attention_block(rms_norm(h, p["attn_norm"], spec.eps), p, spec, layer, start, cache, attend)
     if spec.post_norms:
         a = rms_norm(a, p["post_attn_norm"], spec.eps)
     h = h + a
@@ -151,14 +152,14 @@ def open_layer(h, p: dict, spec: ModelSpec, layer: int, positions, cache=None) -
 
 
 def model_forward(params: dict, spec: ModelSpec, tokens, caches=None, start: int = 0,
-                  layer_outputs=None) -> torch.Tensor:  # fmt: skip
+                  layer_outputs=None, attend=None) -> torch.Tensor:  # fmt: skip
     """Logits ``(batch, n, vocab)`` of the tokens ``(batch, n)`` at positions ``start ..
     start + n - 1``; ``caches``: one dict per layer (``new_caches``), or None; each layer's output
-    is appended to ``layer_outputs`` when it is a list."""
+    is appended to ``layer_outputs`` when it is a list; ``attend``: see ``attention_block``."""
     h = params["embed"][tokens]
-    positions = torch.arange(start, start + tokens.shape[-1])
     for layer, p in enumerate(params["layers"]):
-        h = open_layer(h, p, spec, layer, positions, None if caches is None else caches[layer])
+        cache = None if caches is None else caches[layer]
+        h = open_layer(h, p, spec, layer, start, cache, attend)
         if layer_outputs is not None:
             layer_outputs.append(h)
     return rms_norm(h, params["norm"], spec.eps) @ params["lm_head"]
