@@ -134,8 +134,36 @@ def compare(texts: dict[str, str], boilerplate: str = "") -> list[Pair]:
     return sorted(pairs, key=lambda p: (-p.score, p.first, p.second))
 
 
+def released_spans(code: str, boilerplate: str) -> list[tuple[int, int]]:
+    """The character ranges of ``code`` that are the released code kept as given (the def lines,
+    docstrings and set-up of each exercise): its lines that match the released text's, in order
+    (difflib, line by line, surrounding spaces aside)."""
+    import difflib
+
+    lines = code.splitlines(keepends=True)
+    starts = np.concatenate([[0], np.cumsum([len(line) for line in lines])])
+    given = [line.strip() for line in boilerplate.splitlines()]
+    matcher = difflib.SequenceMatcher(None, [line.strip() for line in lines], given, autojunk=False)
+    return [(int(starts[a]), int(starts[a + n])) for a, _, n in matcher.get_matching_blocks() if n]
+
+
+def _cut(slices: np.ndarray, spans: list[tuple[int, int]], code: str) -> np.ndarray:
+    """copydetect's 2xN [start, end) character slices of ``code`` less the ``spans``, and less
+    pieces that are only white space."""
+    pieces = [(int(a), int(b)) for a, b in zip(*slices)]
+    for low, high in spans:
+        pieces = [
+            p for a, b in pieces for p in ((a, min(b, low)), (max(a, high), b)) if p[0] < p[1]
+        ]
+    kept = [(a, b) for a, b in pieces if code[a:b].strip()]
+    return np.array(kept, dtype=np.int64).T.reshape(2, -1)
+
+
 def highlighted(first: str, second: str, boilerplate: str = "") -> tuple[str, str]:
-    """The two texts as HTML, the code they share marked (copydetect's own comparison)."""
+    """The two texts as HTML, the code they share marked (copydetect's own comparison), the
+    released code never marked: copydetect's matches are k-grams of the filtered code, where a
+    docstring is one character, so a match that begins in the learner's own code reaches far
+    into the def line and docstring next to it."""
     from copydetect import compare_files
     from copydetect.utils import highlight_overlap
 
@@ -144,6 +172,8 @@ def highlighted(first: str, second: str, boilerplate: str = "") -> tuple[str, st
     _, _, slices = compare_files(_fingerprint(first, common), _fingerprint(second, common))
     marked = []
     for code, cut in zip((first, second), slices):
+        if len(cut) and cut.shape[-1]:
+            cut = _cut(cut, released_spans(code, boilerplate) if boilerplate else [], code)
         if len(cut) == 0 or cut.shape[-1] == 0:
             marked.append(html.escape(code))
         else:
