@@ -68,6 +68,20 @@ SUSPICIOUS = {
     "weighted_sum": ("return weights @ values", "import inspect\n    return weights @ values")
 }
 HELD = {"held-resubmits": timedelta(hours=5), "held-accepted": timedelta(hours=5)}
+# On time, correct, and printing, reversed, the test cell that calls soft_lookup as IPython's
+# input history holds it (the instructors' review of 2026-11-28): no line of the hidden tests may
+# reach the feedback in any direction, before or after the due date.
+HISTORY_LEAK = "\n".join([
+    "try:",
+    "        source = In[-1]  # IPython's input history: the test cell running now",
+    "    except NameError:",
+    "        source = ''",
+    "    if 'HIDDEN' in source and not hasattr(soft_lookup, 'shown'):",
+    "        soft_lookup.shown = True",
+    "        print(source[::-1])",
+    "    weights = softmax(",
+])  # fmt: skip
+LEAKS = {"prints-history": {"soft_lookup": ("weights = softmax(", HISTORY_LEAK)}}
 _EXTENSIONS = {s: spec[1] for s, spec in CLASS.items() if spec[1]}
 COURSE_TOML = """[course]
 roster = "roster.csv"
@@ -113,7 +127,7 @@ def write_class(course: Path, due: datetime = DUE, extensions: dict | None = Non
     room.mkdir(exist_ok=True)
     (room / "course.toml").write_text(COURSE_TOML.format(due=due.isoformat(), policy=POLICY))
     people = "".join(f"{s},student,Student {s},{s}@example.org,{100 + i},S{i},{s},A\n"
-                     for i, s in enumerate([*CLASS, *WRONG, *HELD]))  # fmt: skip
+                     for i, s in enumerate([*CLASS, *WRONG, *HELD, *LEAKS]))  # fmt: skip
     header = "username,role,name,email,lms_id,sis_user_id,sis_login_id,section\n"
     (room / "roster.csv").write_text(header + people + "prof,instructor,,,,,,\n")
     if extensions is None:
@@ -142,6 +156,7 @@ def graded(tmp_path_factory, monkeypatch_module) -> Graded:
     solved = nbformat.read(lesson.source_notebook, 4)
     handed_in = {student: (after, {}) for student, (after, _, _) in CLASS.items()}
     handed_in |= {student: (timedelta(hours=-1), edits) for student, edits in WRONG.items()}
+    handed_in |= {student: (timedelta(hours=-1), edits) for student, edits in LEAKS.items()}
     handed_in |= {student: (after, SUSPICIOUS) for student, after in HELD.items()}
     for student, (after, edits) in handed_in.items():
         hand_in(course, student, after, fill_solutions(released, solved, edits))
@@ -190,6 +205,11 @@ def _feedback(course: Path, student: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
 
 
+def _leaked(hidden: list[str], page: str) -> list[str]:
+    """The hidden lines ``page`` shows, as written or reversed."""
+    return [line for line in hidden if line in page or line[::-1] in page]
+
+
 def _make_feedback(course: Path, *flags: str) -> int:
     return feedback.main([LESSON.assignment, "--course", str(course), "--force", *flags])
 
@@ -207,9 +227,10 @@ def _hidden_cells() -> dict[str, float]:
 def test_after_the_due_date_feedback_names_each_hidden_test_never_its_code(graded):
     assert _make_feedback(graded.course) == 0
     hidden, points = hidden_test_lines(LESSON), _hidden_cells()
-    text = {s: _feedback(graded.course, s) for s in ("early", "hidden-fails", "visible-fails")}
+    shown = ("early", "hidden-fails", "visible-fails", *LEAKS)
+    text = {s: _feedback(graded.course, s) for s in shown}
     for student, page in text.items():
-        assert not [line for line in hidden if line in page], f"{student}'s feedback leaks"
+        assert not _leaked(hidden, page), f"{student}'s feedback leaks: {_leaked(hidden, page)[:2]}"
     lookup, dots = points["test_soft_lookup"], points["test_dot_scores"]
     assert f"Hidden tests of test_soft_lookup ({lookup:g} points): failed" in text["hidden-fails"]
     message = next(c for c in graded.report.row("hidden-fails").cells if not c.passed).message
@@ -227,8 +248,10 @@ def test_before_the_due_date_feedback_shows_the_visible_tests_only(graded):
         assert _make_feedback(graded.course, "--before-due-date") == 0
         hidden_fails = _feedback(graded.course, "hidden-fails")
         visible_fails = _feedback(graded.course, "visible-fails")
+        leaks = {s: _leaked(hidden_test_lines(LESSON), _feedback(graded.course, s)) for s in LEAKS}
     finally:
         write_class(graded.course)
+    assert not any(leaks.values()), leaks
     failed = {
         c.grade_id: c.message for c in graded.report.row("hidden-fails").cells if not c.passed
     }

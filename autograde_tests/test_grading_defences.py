@@ -20,7 +20,7 @@ from coursekit.course.lessons import ROOT, all_lessons
 from coursekit.course.mistakes import all_alternatives, all_mistakes, fill_solutions, plant
 from coursekit.course.sources import source_to_notebook
 from coursekit.grading import integrity
-from coursekit.grading.feedback import REDACTED, HideHiddenTests
+from coursekit.grading.feedback import NOT_SHOWN, REDACTED, HideHiddenTests
 
 pytestmark = pytest.mark.unit
 
@@ -69,6 +69,14 @@ CODE = {  # a cell a student adds -> the kinds of finding it must raise
     "from attention_ref.np import soft_lookup": {"reference-answer"},
     "def f():\n    import attention_ref.np as r\n    return r.dot_scores": {"reference-answer"},
     "try:\n    pass\nexcept KeyboardInterrupt:\n    pass": {"interrupt"},
+    # IPython's history (In, _ih, _i<N>, Out): where the running test cell's code would be
+    "print(In[-1][::-1])": {"ipython-history"},
+    "print(_ih[3], _i, _ii, _i7)": {"ipython-history"},
+    "x = Out[2]": {"ipython-history"},
+    "import __main__\nprint(__main__._ih)": {"introspection", "ipython-history"},
+    "print(locals()['_iii'])": {"introspection", "ipython-history"},
+    "get_ipython().history_manager.input_hist_raw": {"ipython", "ipython-history"},
+    "for _ in range(3):\n    In_total = 1\nprint('In short')": set(),
     "%timeit np.ones(3)": set(),
     "print('the forward pass is done')": set(),
     "import os\nprint(os.path.join('a', 'b'))": set(),
@@ -305,11 +313,45 @@ def test_feedback_blanks_hidden_tests_out_of_every_output():
             execution_count=1,
         )
     ]
+    reversed_test = nbformat.v4.new_output("stream", text=test.source[::-1])
+    test.outputs.append(reversed_test)  # printed by the learner's code while the test ran
+    error = nbformat.v4.new_output("error", ename="AssertionError", evalue="secret case: 1 != 2")
+    test.outputs.append(error)
     nb.cells = [test, mine]
     out, _ = HideHiddenTests().preprocess(nb, {})
     text = json.dumps(out)
-    assert "12345" not in text and REDACTED in text
+    assert "12345" not in text and "54321" not in text and REDACTED in text
     assert "expect_close(f(1), 2, 'f of 1')" in text  # the visible test stays
+    assert [o.output_type for o in out.cells[0].outputs] == ["error"]  # the test's own message
+    assert NOT_SHOWN in out.cells[0].source
+
+
+def test_test_cells_leave_nothing_in_ipythons_history():
+    """Graded as GuardedExecute grades (test cells with store_history=False, the guard's check
+    after each), a later cell finds neither a test cell's code nor its result nor its printed
+    output anywhere in IPython's history. In a fresh process: IPython's shell is a singleton."""
+    script = r"""
+import json
+from IPython.core.interactiveshell import InteractiveShell
+from coursekit.grading import guard
+shell = InteractiveShell.instance()
+guard.install(shell=shell)
+guard.check()
+cells = [("x = 1\nx", False), ("print('SECRET-PRINT')\n'SECRET-RESULT'", True), ("y = 2", False)]
+for source, test in cells:
+    shell.run_cell(source, store_history=not test)
+    assert json.loads(guard.check(test_cell=test))["tampered"] == []
+history = shell.history_manager
+seen = [shell.user_ns["In"], shell.user_ns["_ih"], shell.user_ns["Out"], history.output_hist,
+        history.output_hist_reprs, dict(history.outputs), history.input_hist_raw,
+        {k: v for k, v in shell.user_ns.items() if k.startswith("_")}, shell.displayhook._]
+print(json.dumps([repr(s) for s in seen]))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = done.stdout.strip().splitlines()[-1]
+    assert "x = 1" in seen and "y = 2" in seen  # the learner's own cells stay, with results
+    assert "SECRET" not in seen, seen
 
 
 def test_the_check_helpers_watch_library_modules_imported_or_grown_later():

@@ -21,6 +21,7 @@ import pytest
 from coursekit.democlass import badsubmissions
 from coursekit.grading import classgrade
 from coursekit.grading import tempcourse as grading
+from coursekit.grading.feedback import NOT_SHOWN
 from coursekit.grading.gradebook import open_gradebook
 from coursekit.grading.ledger import tree_digest
 
@@ -223,4 +224,36 @@ def test_the_hidden_tests_were_really_printed_and_then_removed(hostile, feedback
         "the attack did not run as designed"
     )
     page = feedback / "reads-hidden-tests" / LESSON.assignment / f"{LESSON.name}.html"
-    assert "[hidden test]" in _visible_text(page)
+    assert NOT_SHOWN in _visible_text(page)  # the test cell's printed output is left out
+
+
+# The attacks on IPython's history (coursekit/democlass/attacks/46-48): each prints, as it runs,
+# "history route: H of N entries hold hidden tests", then those entries reversed or hex-encoded.
+HISTORY_KINDS = ("reads-test-history", "reads-earlier-test-history", "reads-history-manager")
+_ROUTE = re.compile(r"history route: (\d+) of (\d+) entries hold hidden tests")
+_HEX = re.compile(r"(?:[0-9a-f]{2}){16,}")
+
+
+def _every_spelling(text: str) -> str:
+    """``text``, reversed, and every long hex run in it decoded: how the attacks print."""
+    decoded = [bytes.fromhex(run).decode("utf-8", "replace") for run in _HEX.findall(text)]
+    return "\n".join([text, text[::-1], *decoded])
+
+
+@pytest.mark.parametrize("kind", HISTORY_KINDS)
+def test_ipythons_history_holds_no_test_cell(hostile, feedback, kind):
+    """Test cells run without IPython's history: the attack ran and read In, _ih, _i<N>, Out or
+    the history manager, in a test cell and after it, and found no hidden test there -- nothing
+    to print in any spelling, in the graded notebook or the feedback."""
+    graded = hostile.course / "autograded" / kind / LESSON.assignment / f"{LESSON.name}.ipynb"
+    outputs = "".join(
+        o.get("text", "") for c in nbformat.read(graded, 4).cells for o in c.get("outputs", [])
+    )
+    routes = [(int(h), int(n)) for h, n in _ROUTE.findall(outputs)]
+    assert routes and sum(n for _, n in routes), f"{kind}: the attack did not run as designed"
+    assert sum(h for h, _ in routes) == 0, f"{kind}: the history held hidden tests: {routes}"
+    page = feedback / kind / LESSON.assignment / f"{LESSON.name}.html"
+    for where, text in (("graded notebook", outputs), ("feedback", _visible_text(page))):
+        seen = _every_spelling(text)
+        leaked = [line for line in hidden_test_lines(LESSON) if line in seen]
+        assert not leaked, f"{kind}: the {where} shows hidden tests: {leaked[:2]}"

@@ -12,7 +12,10 @@ nbgrader_config.py puts them into nbgrader's own pipeline, so the stock commands
   to be put back earns nothing. When a cell kills the kernel (``os._exit``, ``exit()``, a
   crash), ignores the timeout's interrupt, or breaks the guard, the kernel is replaced and the
   notebook is run again without that cell, so the rest is graded; stock nbgrader drops the whole
-  submission.
+  submission. Test cells run without IPython's input history (``store_history=False``), and the
+  guard puts the output history back after each: their code -- the hidden tests -- is never in
+  ``In``, ``_ih``, ``_i<N>`` or the history manager, nor their results in ``Out``, for the
+  learner's code to read (a function a test calls, or a later cell).
   Cells the lesson marks as skipped when grading (coursekit.course.skipped: demonstrations
   that no grade depends on) are not run: which they are is read from the course's source
   notebook by grade_id, and only a cell whose source is the course's own (OverwriteCells put it
@@ -39,7 +42,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 
 from coursekit.course import skipped
-from coursekit.course.cells import grade_id, is_graded
+from coursekit.course.cells import grade_id, is_graded, is_test
 from coursekit.grading import integrity
 from coursekit.grading.holds import hold, is_accepted, release
 from coursekit.grading.integrity import META, Finding
@@ -251,12 +254,16 @@ class GuardedExecute(Execute):
                 if self._skipped.get(grade_id(cell)) == cell.source:
                     cell.outputs = [_not_run_note()]  # the feedback says why it shows nothing
                     continue
+                # A test cell is kept out of IPython's history (In, _ih, _i, _i<N>: its source,
+                # hidden tests included; Out, _: what it gave, put back by the guard), so that
+                # no code of the learner's, in this cell or a later one, can read it there.
+                test = is_test(cell)
                 try:
                     self._asked_exit = False
-                    self.execute_cell(cell, index, store_history=True)
+                    self.execute_cell(cell, index, store_history=not test)
                     if self._asked_exit:
                         raise DeadKernelError("the cell asked the kernel to exit")
-                    report = self._guard(f"{guard}.check()")
+                    report = self._guard(f"{guard}.check(test_cell={test})")
                 except DeadKernelError:
                     raise _CellRejected(index, "died") from None
                 except CellTimeoutError:

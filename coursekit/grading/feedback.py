@@ -30,7 +30,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
-from nbformat import NotebookNode
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 
@@ -65,10 +64,31 @@ def _scrub(text, lines: list[str]):
     return text
 
 
+NOT_SHOWN = (
+    "# (What this cell printed while it was graded is not shown: code of yours that the hidden "
+    "tests call runs here.)"
+)
+
+
+def _keep_errors_only(cell) -> None:
+    """A test cell with hidden tests keeps only its error: whatever else it shows was printed or
+    displayed while the hidden tests ran, by the learner's code too -- their inputs, or the cell
+    itself read back from anywhere, in any spelling (reversed, encoded), which no blanking of
+    exact lines can catch. A note in the cell says so."""
+    outputs = cell.get("outputs", [])
+    kept = [out for out in outputs if out.get("output_type") == "error"]
+    if len(kept) < len(outputs):
+        cell.outputs = kept
+        _put_before_hidden(cell, NOT_SHOWN)
+
+
 class HideHiddenTests(NbGraderPreprocessor):  # nbgrader's base: enabled (nbconvert's is not)
     def preprocess(self, nb, resources):
         # longest first: no partial leftovers
         lines = sorted(hidden_lines(nb), key=len, reverse=True)
+        for cell in nb.cells:
+            if is_test(cell) and BEGIN_HIDDEN in cell.source:
+                _keep_errors_only(cell)
         nb, resources = ClearHiddenTests().preprocess(nb, resources)
         for cell in nb.cells:
             graded = is_graded(cell)
@@ -141,8 +161,9 @@ def _put_before_hidden(cell, text: str) -> None:
 
 def _withhold(cell, when: datetime) -> None:
     cell.outputs = [out for out in cell.get("outputs", []) if out.get("output_type") != "error"]
-    note = f"The hidden tests' result is shown after the due date ({when:%Y-%m-%d %H:%M} UTC)."
-    cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=note + "\n"))
+    _put_before_hidden(
+        cell, f"# The hidden tests' result is shown after the due date ({when:%Y-%m-%d %H:%M} UTC)."
+    )
     cell.metadata[WITHHELD] = True
 
 

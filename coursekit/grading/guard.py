@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import secrets
 import sys
 import types
@@ -283,9 +284,68 @@ def _check_shell(restore: bool) -> list[str]:
     return found
 
 
-def check(restore: bool = True) -> str:
+# IPython's output history: what a cell's last expression gave (Out, _oh, _, __, ___, _<N>), and
+# (IPython 9) what it printed and displayed (history_manager.outputs, output_hist_reprs).
+_UNDERS = ("_", "__", "___")
+_NUMBERED = re.compile(r"_\d+")
+
+
+def _is_output_name(name: str) -> bool:
+    return name in _UNDERS or bool(_NUMBERED.fullmatch(name))
+
+
+_HISTORY_DICTS = ("output_hist", "output_hist_reprs", "outputs")
+
+
+def _copy_output(item):
+    """A copy of an IPython ``HistoryOutput`` whose stream list a later cell may extend."""
+    bundle = getattr(item, "bundle", None)
+    if not isinstance(bundle, dict):
+        return item
+    bundle = {k: list(v) if isinstance(v, list) else v for k, v in bundle.items()}
+    return type(item)(output_type=item.output_type, bundle=bundle)
+
+
+def _output_history(shell) -> dict:
+    """Everything of IPython's output history, as it is now (see :func:`_forget_outputs`)."""
+    history = shell.history_manager
+    kept = {name: getattr(history, name, None) for name in _HISTORY_DICTS}
+    return {
+        "output_hist": dict(kept["output_hist"] or {}),
+        "output_hist_reprs": dict(kept["output_hist_reprs"] or {}),
+        "outputs": {k: [_copy_output(o) for o in v] for k, v in (kept["outputs"] or {}).items()},
+        "user_ns": {k: v for k, v in shell.user_ns.items() if _is_output_name(k)},
+        "user_ns_hidden": {k: v for k, v in shell.user_ns_hidden.items() if _is_output_name(k)},
+        "displayhook": {k: getattr(shell.displayhook, k, None) for k in _UNDERS},
+    }
+
+
+def _forget_outputs(shell, before: dict) -> None:
+    """IPython's output history put back as it was before a test cell ran: test cells run without
+    input history (coursekit.grading.autograder), and what they gave, printed or displayed is
+    not kept for a later cell to read either (Out[n], _, history_manager.outputs)."""
+    history = shell.history_manager
+    for name in _HISTORY_DICTS:
+        kept = getattr(history, name, None)  # output_hist is Out and _oh: changed in place
+        if isinstance(kept, dict):
+            kept.clear()
+            kept.update(before[name])
+    for name in ("user_ns", "user_ns_hidden"):
+        space = getattr(shell, name)
+        for key in [k for k in space if _is_output_name(k) and k not in before[name]]:
+            del space[key]
+        space.update(before[name])
+    for key, value in before["displayhook"].items():
+        setattr(shell.displayhook, key, value)
+
+
+def check(restore: bool = True, test_cell: bool = False) -> str:
     """What was changed since :func:`install` (put back when ``restore``), as JSON with the
-    token."""
+    token. After a ``test_cell``, IPython's output history is put back as it was before the
+    cell (the last check's)."""
+    shell = _state["shell"]
+    if shell is not None and test_cell and "outputs" in _state:
+        _forget_outputs(shell, _state["outputs"])
     found: list[str] = []
     for space in _state["spaces"]:
         found += space.check(restore)
@@ -295,7 +355,6 @@ def check(restore: bool = True) -> str:
             if restore:
                 sys.modules[name] = module
     found += _check_shell(restore)
-    shell = _state["shell"]
     if shell is not None:
         namespace = shell.user_ns
         for name, value in _state["trusted"].items():
@@ -310,4 +369,6 @@ def check(restore: bool = True) -> str:
     blocked = _state.get("blocked", [])
     report = {"token": _state["token"], "tampered": found, "blocked": list(dict.fromkeys(blocked))}
     blocked.clear()
+    if shell is not None:
+        _state["outputs"] = _output_history(shell)  # as it is before the next cell
     return json.dumps(report)

@@ -38,6 +38,7 @@ MODULE_RULES = [  # (resolved-name prefix, kind, why)
     ("ipykernel", "ipython", "drives the kernel"),
     ("jupyter_client", "ipython", "drives the kernel"),
     ("zmq", "ipython", "talks to the kernel's sockets"),
+    ("__main__", "introspection", "reaches the notebook's names behind the tests' back"),
     ("builtins", "monkeypatch", "reaches the builtins"),
     ("__builtins__", "monkeypatch", "reaches the builtins"),
     ("io", "files", "opens files"),
@@ -88,6 +89,7 @@ BUILTIN_RULES = {
     "compile": ("dynamic-code", "builds code at run time"),
     "__import__": ("dynamic-code", "imports by name"),
     "globals": ("introspection", "reaches the notebook's names behind the tests' back"),
+    "locals": ("introspection", "reaches the notebook's names behind the tests' back"),
     "vars": ("introspection", "reaches an object's attributes behind the tests' back"),
     "setattr": ("monkeypatch", "changes attributes by name"),
     "delattr": ("monkeypatch", "deletes attributes"),
@@ -126,6 +128,19 @@ FRAME_ATTRS = {
     "co_code",
     "co_consts",
 }
+# IPython's history in the notebook's namespace: every cell's source (In, _ih, _i, _ii, _iii,
+# _i<N>) and what it gave (Out, _oh, _<N>). Grading keeps test cells out of it
+# (coursekit.grading.autograder); reading it is still no part of any solution. Names, attributes
+# (``__main__.In``, ``get_ipython().history_manager``) and strings (``locals()["_ih"]``).
+HISTORY = re.compile(r"In|Out|_ih|_oh|_i{1,3}|_i\d+|_\d+")
+HISTORY_ATTRS = {
+    "history_manager",
+    "input_hist_raw",
+    "input_hist_parsed",
+    "output_hist",
+    "output_hist_reprs",
+    "last_execution_result",
+}
 FILE_METHODS = {"tofile", "read_text", "write_text", "read_bytes", "write_bytes"}
 # Text that imitates a test result: a verdict ("passed", a tick) about a test or a score.
 VERDICT = re.compile(r"(?i)(\bpassed\b|\bpasses\b|✓|✔|\bsucceeded\b|\bok\b)")
@@ -136,6 +151,8 @@ KIND_TEXT = {
     "introspection": "reaches into the interpreter (frames, modules, objects the tests use)",
     "dynamic-code": "builds or runs code at run time (can hide anything)",
     "ipython": "drives IPython or the kernel (can rewrite or swallow test cells)",
+    "ipython-history": "reads IPython's input or output history (In, _ih, _i<N>, Out): where "
+    "the test cells' code and results would be",
     "files": "reads or writes files (solutions, gradebook, course files)",
     "processes": "starts processes, threads or connections, or calls native code",
     "reference-answer": "uses the reference library's answer to an exercise of this lesson",

@@ -17,6 +17,8 @@ from coursekit.grading.integrity.rules import (
     DUNDER_ATTRS,
     FILE_METHODS,
     FRAME_ATTRS,
+    HISTORY,
+    HISTORY_ATTRS,
     KIND_TEXT,
     MODULE_RULES,
     SAFE_OS,
@@ -110,6 +112,8 @@ class _Scan(ast.NodeVisitor):
     def visit_Attribute(self, node):
         parts = _dotted(node)
         for attr in parts[1:] if parts else [node.attr]:
+            if attr in HISTORY_ATTRS or HISTORY.fullmatch(attr):
+                self.hit("ipython-history", node, f".{attr}")
             if attr in DUNDER_ATTRS or attr in FRAME_ATTRS:
                 self.hit("introspection", node, f".{attr}")
             elif attr in FILE_METHODS:
@@ -131,7 +135,9 @@ class _Scan(ast.NodeVisitor):
             self.hit("monkeypatch", node, f"{name} = ...")
 
     def visit_Name(self, node):
-        if isinstance(node.ctx, ast.Load):
+        if isinstance(node.ctx, ast.Load) and HISTORY.fullmatch(node.id):
+            self.hit("ipython-history", node, node.id)
+        elif isinstance(node.ctx, ast.Load):
             if node.id in BUILTIN_RULES:
                 kind, why = BUILTIN_RULES[node.id]
                 self.hit(kind, node, f"{node.id} ({why})")
@@ -139,6 +145,10 @@ class _Scan(ast.NodeVisitor):
                 self.check_name(self.aliases.get(node.id, node.id), node)
         elif isinstance(node.ctx, (ast.Store, ast.Del)):
             self.check_rebind(node.id, node)
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, str) and HISTORY.fullmatch(node.value):
+            self.hit("ipython-history", node, repr(node.value))
 
     def safe_magic(self, node) -> bool:
         """%timeit / %%time / %matplotlib ...: harmless magics, whose code is scanned like any
