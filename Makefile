@@ -137,8 +137,11 @@ bench-book: $(MATHJAX) | $(STAMP)
 
 notebooks: $(STUDENT_NOTEBOOKS)
 
+# After a clone make sees every source as newer than its notebook: a notebook that records its
+# source's digest is only touched (coursekit/publishing/current.py), the others regenerated.
 notebooks/%.ipynb: solutions/%.md | $(STAMP)
-	$(PY) -m coursekit.publishing.release $(firstword $(subst /, ,$*))
+	@$(PY) -m coursekit.publishing.current $@ $< \
+	    || $(PY) -m coursekit.publishing.release $(firstword $(subst /, ,$*))
 
 # Extra flags for the Jupyter server (e.g. LAB_FLAGS="--no-browser --port 8899").
 LAB_FLAGS ?=

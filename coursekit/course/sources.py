@@ -9,6 +9,7 @@ stock ``nbgrader`` commands work from the repo root on a fresh clone.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,21 +17,47 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from coursekit.course import hints
 from coursekit.course.cells import grade_id
 from coursekit.course.lessons import ROOT, all_lessons
+
+# What JupyterLab writes into a notebook when its kernel starts: written in full here, so that
+# opening a lesson does not mark it modified. (The Python version, which JupyterLab adds too, is
+# the learner's: learner/workspace.py writes it into the learner's copy.)
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+LANGUAGE_INFO = {
+    "codemirror_mode": {"name": "ipython", "version": 3},
+    "file_extension": ".py",
+    "mimetype": "text/x-python",
+    "name": "python",
+    "nbconvert_exporter": "python",
+    "pygments_lexer": "ipython3",
+}
+# The notebook's record of the source it was made from (``make notebooks`` regenerates a
+# student notebook only when its source's digest differs: publishing/current.py).
+MADE_FROM = "attention_course"
+
+
+def source_digest(md_path: Path) -> str:
+    return hashlib.sha256(Path(md_path).read_bytes()).hexdigest()
 
 
 def source_to_notebook(md_path: Path) -> nbformat.NotebookNode:
     """Read a lesson source; drop jupytext's own metadata, which would differ between versions."""
     nb = jupytext.read(md_path)
     nb.metadata.pop("jupytext", None)
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.metadata.setdefault("language_info", {"name": "python"})
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["language_info"] = json.loads(json.dumps(LANGUAGE_INFO))
     _stable_cell_ids(nb)
+    return nb
+
+
+def nbgrader_source(md_path: Path) -> nbformat.NotebookNode:
+    """The notebook nbgrader reads (its "source", solutions/<lesson>/<name>.ipynb): the lesson,
+    with its visible tests' hints out of sight (course/hints.py) and the digest of its source."""
+    nb = source_to_notebook(md_path)
+    hints.strip_notebook(nb)
+    nb.metadata[MADE_FROM] = {"source_sha256": source_digest(md_path)}
     return nb
 
 
@@ -76,7 +103,7 @@ def sync_sources(root: Path = ROOT) -> list[Path]:
         target = item.source_notebook
         if _in_sync.get(target) == _stamp(item):  # neither file changed since this process looked
             continue
-        text = nbformat.writes(source_to_notebook(item.source)) + "\n"
+        text = nbformat.writes(nbgrader_source(item.source)) + "\n"
         if not target.exists() or target.read_text(encoding="utf-8") != text:
             # Written aside, then renamed into place: every nbgrader process loads the course's
             # config, which calls this, and processes run side by side (parallel grading, the

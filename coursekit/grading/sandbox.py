@@ -303,6 +303,9 @@ def _environment() -> None:
     if threads:
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[name] = threads
+    # A test cell that passes prints nothing while graded (attention_ref.testing.display, read
+    # when the guard imports the checks): the graded notebook and its feedback stay as they were.
+    os.environ["ATTENTION_REF_QUIET_PASSES"] = "1"
 
 
 def kernel_environment(extra: dict[str, str]) -> dict[str, str]:

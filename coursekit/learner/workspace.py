@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -22,6 +21,17 @@ LEDGER = ".editions.json"  # which edition each copy in work/ was made from
 
 def _edition_id(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+
+
+def _copy(edition: Path, target: Path) -> None:
+    """Copy a student notebook for the learner, with the Python version their kernel reports:
+    JupyterLab writes the kernel's language_info into a notebook it opens, and a notebook that
+    holds a different one is marked modified before the learner typed anything (the rest of it
+    is in the edition already: coursekit.course.sources.LANGUAGE_INFO)."""
+    nb = json.loads(edition.read_text(encoding="utf-8"))
+    language = nb.setdefault("metadata", {}).setdefault("language_info", {})
+    language["version"] = sys.version.split()[0]  # what ipykernel reports
+    target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def sync_workspace(root: Path = ROOT) -> list[str]:
@@ -39,13 +49,13 @@ def sync_workspace(root: Path = ROOT) -> list[str]:
         edition = _edition_id(item.student_notebook)
         if not mine.exists():
             mine.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(item.student_notebook, mine)
+            _copy(item.student_notebook, mine)
             ledger[relative] = edition
             messages.append(f"new lesson: {WORK}/{relative}")
         elif ledger.get(relative) not in (None, edition):
             newer = mine.with_name(f"{item.name}.{edition}.ipynb")
             if not newer.exists():
-                shutil.copy2(item.student_notebook, newer)
+                _copy(item.student_notebook, newer)
             messages.append(
                 f"{WORK}/{relative} is yours and was kept; the course's newer edition "
                 f"of it is {WORK}/{item.assignment}/{newer.name}"

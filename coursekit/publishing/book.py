@@ -39,7 +39,7 @@ import yaml
 
 from coursekit.course import expected_time
 from coursekit.course.lessons import ROOT, Lesson, all_lessons
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.sources import nbgrader_source
 
 BOOK = ROOT / "book"
 PAGES = BOOK / "lessons"  # generated, git-ignored
@@ -184,7 +184,7 @@ def lesson_page(
     if edition == "student":
         page = student_page(nbformat.read(item.student_notebook, as_version=4))
     else:
-        page = solutions_page(source_to_notebook(item.source))
+        page = solutions_page(nbgrader_source(item.source))  # test cells as learners see them
     page = link_citations(page, bibliography_urls() if urls is None else urls)
     page.cells.insert(1, launch_header(item, slug, branch))  # under the title and its intro
     return page

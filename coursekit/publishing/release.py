@@ -1,7 +1,8 @@
 """Generate the student edition of lessons into notebooks/ with stock nbgrader.
 
 ``python -m coursekit.publishing.release [lesson01 ...]`` (all lessons when none is named). The
-learner's own copies live in work/ and are never touched here.
+learner's own copies live in work/ and are never touched here. Each lesson's hint table
+(solutions/attention_ref/hints/<lesson>.json, coursekit/course/hints.py) is written with it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from coursekit.course import skipped
+from coursekit.course import hints, skipped
 from coursekit.course.lessons import ROOT, Lesson, all_lessons, lesson
 from coursekit.course.nbgrader_cli import nbgrader
 from coursekit.course.sources import sync_sources
@@ -41,7 +42,9 @@ def main(argv: list[str]) -> None:
         item = lesson(name)
         refuse_bad_skips(item)
         release(item.assignment)
-        print(f"wrote {item.student_notebook.relative_to(ROOT)}")
+        # the hints the student edition's test cells no longer show, for the kernel to find
+        table = hints.write_table(item)
+        print(f"wrote {item.student_notebook.relative_to(ROOT)} and {table.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -19,14 +19,18 @@ The parts (import the names from here, ``from attention_ref.testing import expec
 * ``spies`` -- which PyTorch functions (and which methods of an object) a call ran;
 * ``one_pass`` -- a single pass over a row, watched by an ndarray subclass;
 * ``blocks`` -- the matrix products a call computes: one block of keys at a time (tiled attention),
-  the newest position only (a KV cache).
+  the newest position only (a KV cache);
+* ``display`` -- how a failed check reads in a notebook: the message first, the notebook's own
+  lines, the course's frames left out, the check's hint (attention_ref.hints) added (registered
+  with IPython when this package is imported).
 """
 
 from __future__ import annotations
 
-from . import tamper
+from . import display, tamper
 from .blocks import expect_key_blocks, expect_newest_position_only
 from .checks import (
+    CheckFailed,
     expect_close,
     expect_dtype,
     expect_integer,
@@ -46,6 +50,7 @@ from .tamper import library_wrapper, require_untampered
 _fail, _from_library, _require_untampered = fail, from_library, require_untampered
 
 __all__ = [
+    "CheckFailed",
     "TorchRecord",
     "expect_close",
     "expect_device_agnostic",
@@ -72,3 +77,6 @@ __all__ = [
 
 # Every part is imported now, so the originals recorded include all of their functions.
 tamper.snapshot()
+# In a notebook (and a grading kernel, whose guard snapshots IPython after this import): failed
+# checks read message first.
+display.register()

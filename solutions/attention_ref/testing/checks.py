@@ -31,11 +31,21 @@ def _num(x) -> str:
         return repr(x)
 
 
+class CheckFailed(AssertionError):
+    """A check that failed: an AssertionError like any other (a test cell that raises one fails
+    and earns nothing), whose parts are kept apart so that a notebook can show the message first
+    and add the hint of the check when the test cell gives none (attention_ref.testing.display)."""
+
+    def __init__(self, what: str, problem: str, hint: str | None = None):
+        self.what, self.problem, self.hint = what, problem, hint or None
+        message = f"{what}: {problem}"
+        if hint:
+            message += f"\n  Hint: {hint}"
+        super().__init__(message)
+
+
 def fail(what: str, problem: str, hint: str | None) -> None:
-    message = f"{what}: {problem}"
-    if hint:
-        message += f"\n  Hint: {hint}"
-    raise AssertionError(message)
+    raise CheckFailed(what, problem, hint)
 
 
 def expect_shape(actual, shape: tuple, what: str, hint: str | None = None) -> None:

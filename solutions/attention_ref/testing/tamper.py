@@ -14,6 +14,8 @@ from __future__ import annotations
 import sys
 import types
 
+from .display import note_check
+
 _WATCHED = {
     "builtins": (
         "isinstance",
@@ -168,7 +170,9 @@ def _tampered() -> list[str]:
 
 
 def require_untampered() -> None:
-    """Fail with a message naming what was replaced, if anything the tests rely on was."""
+    """Fail with a message naming what was replaced, if anything the tests rely on was. Every
+    check calls this first: it also counts the checks a cell runs (display.note_check)."""
+    note_check()
     changed = _tampered()
     if changed:
         raise AssertionError(
