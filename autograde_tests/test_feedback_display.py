@@ -72,7 +72,7 @@ def test_a_cell_whose_checks_pass_says_so_in_one_line(ran):
 
 def test_the_message_comes_first_then_the_notebooks_line(ran):
     ename, evalue, shown = _error(ran["fails"])
-    assert ename == "AssertionError"  # a check's failure, as every tool that reads it expects
+    assert ename == "AssertionError"  # as nbgrader, make check and feedback read it
     assert evalue.startswith("three ones: values differ by up to 1") and "Hint: add one" in evalue
     lines = shown.splitlines()
     assert lines[0] == f"AssertionError: {evalue.splitlines()[0]}" and "Hint: add one" in lines[1]
@@ -91,7 +91,7 @@ def test_a_check_without_a_hint_in_its_cell_finds_the_courses(ran):
 
 def test_the_whole_traceback_is_one_command_away(ran):
     ename, _, shown = _error(ran["traceback"])  # IPython's own, of the error before
-    assert ename == "CheckFailed" and "attention_ref" in shown and "checks.py" in shown
+    assert ename == "AssertionError" and "attention_ref" in shown and "checks.py" in shown
 
 
 def test_a_plain_assert_reads_message_first_too(ran):

@@ -30,7 +30,6 @@ from __future__ import annotations
 from . import display, tamper
 from .blocks import expect_key_blocks, expect_newest_position_only
 from .checks import (
-    CheckFailed,
     expect_close,
     expect_dtype,
     expect_integer,
@@ -50,7 +49,6 @@ from .tamper import library_wrapper, require_untampered
 _fail, _from_library, _require_untampered = fail, from_library, require_untampered
 
 __all__ = [
-    "CheckFailed",
     "TorchRecord",
     "expect_close",
     "expect_device_agnostic",

@@ -31,21 +31,17 @@ def _num(x) -> str:
         return repr(x)
 
 
-class CheckFailed(AssertionError):
-    """A check that failed: an AssertionError like any other (a test cell that raises one fails
-    and earns nothing), whose parts are kept apart so that a notebook can show the message first
-    and add the hint of the check when the test cell gives none (attention_ref.testing.display)."""
-
-    def __init__(self, what: str, problem: str, hint: str | None = None):
-        self.what, self.problem, self.hint = what, problem, hint or None
-        message = f"{what}: {problem}"
-        if hint:
-            message += f"\n  Hint: {hint}"
-        super().__init__(message)
-
-
 def fail(what: str, problem: str, hint: str | None) -> None:
-    raise CheckFailed(what, problem, hint)
+    """Raise the AssertionError of a failed check. Its parts ride along as attributes (``what``,
+    ``problem``, ``hint``), so that a notebook can show the message first and add the check's
+    hint when the test cell gives none (attention_ref.testing.display); the error itself stays a
+    plain AssertionError, which is what nbgrader, make check and feedback read by name."""
+    message = f"{what}: {problem}"
+    if hint:
+        message += f"\n  Hint: {hint}"
+    error = AssertionError(message)
+    error.what, error.problem, error.hint = what, problem, hint or None
+    raise error
 
 
 def expect_shape(actual, shape: tuple, what: str, hint: str | None = None) -> None:

@@ -5,7 +5,8 @@ check then showed some twenty lines of this package's own code (``expect_close``
 ``raise``) before its message, which fell below the first screen. Inside IPython (JupyterLab,
 Colab, a grading kernel) importing ``attention_ref.testing`` registers :func:`show` for errors:
 
-* an AssertionError (every check raises one), or an error that passed through the course's code,
+* an AssertionError (every check raises one, its parts as attributes: checks.fail), or an error
+  that passed through the course's code,
   reads: the message, the hint of the check when its test cell gives none
   (attention_ref.hints), then each frame of the notebook (``Cell In[7], line 5``) with
   its statement; the course's own frames are left out, and ``%tb`` shows the whole traceback;
@@ -115,7 +116,7 @@ def compact(shell, etype, value, tb) -> tuple[str, list[str]] | None:
     if issubclass(etype, AssertionError) and "Hint:" not in message:
         hint = getattr(value, "hint", None) or hints.find(own[-1][0], own[-1][1])
     evalue = message + (f"\n  Hint: {hint}" if hint else "")
-    lines = [f"{_RED}{shown_type(etype).__name__}{_RESET}: {evalue}", ""]
+    lines = [f"{_RED}{etype.__name__}{_RESET}: {evalue}", ""]
     for filename, line, function in own:
         lines += [_where(shell, filename, line, function), *_statement_lines(filename, line), ""]
     if hidden:
@@ -124,12 +125,6 @@ def compact(shell, etype, value, tb) -> tuple[str, list[str]] | None:
             "%tb shows the whole traceback)"
         )
     return evalue, ["\n".join(lines).rstrip("\n")]
-
-
-def shown_type(etype: type) -> type:
-    """The type an error is shown as: a failed check is an AssertionError to the learner (and to
-    every tool that reads the error's name: make check, feedback, the class's failure tally)."""
-    return AssertionError if issubclass(etype, AssertionError) else etype
 
 
 def show(shell, etype, value, tb, tb_offset=None):
@@ -143,7 +138,7 @@ def show(shell, etype, value, tb, tb_offset=None):
     sys.last_exc = value
     if shown is not None:
         try:
-            shell._showtraceback(shown_type(etype), shown[0], shown[1])
+            shell._showtraceback(etype, shown[0], shown[1])
             return None
         except Exception:  # noqa: BLE001 -- fall back on IPython's own form, below
             pass
