@@ -10,6 +10,7 @@ import sys
 import nbformat
 import pytest
 
+from coursekit.course.cells import grade_id, is_solution
 from coursekit.course.lessons import all_lessons
 from coursekit.course.mistakes import fill_solutions, lesson_mistakes
 from coursekit.course.sources import source_to_notebook
@@ -84,29 +85,41 @@ def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_
 
     result = selfcheck.check(LESSON.assignment, root=course_root)
     assert result.failed == overflow.fails
-    table = selfcheck.report(result)
+    table = selfcheck.report(result, root=course_root)
     assert "test_softmax_stable" in table and "FAILED" in table and "subtract the maximum" in table
     assert f"{result.score:g} / {result.max_score:g}" in table
+    # one error per failed cell: nbgrader adds the execute reply's own when no output names it
+    assert not [c.message for c in result.cells if c.message.count("Error: ") > 1]
     assert "_ref" not in table and "default_rng" not in table, "hidden test code must not be shown"
     assert mine.read_bytes() == before, "the learner's notebook is read, never changed"
 
-    # The learner fixes the softmax, starts lesson 2 and checks both (`make check`): the two are
-    # graded side by side, each in its own private course, and reported in course order. Lesson
-    # 1's course is reused as it was made (no new release, no new gradebook), and the new
-    # notebook is what gets graded.
+    # The learner fixes the softmax, answers lesson 2's first exercise and checks both (`make
+    # check`): the two are graded side by side, each in its own private course, and reported in
+    # course order, then summed up. Lesson 1's course is reused as it was made (no new release,
+    # no new gradebook), and the new notebook is what gets graded.
     course = course_root / selfcheck.COURSES / LESSON.assignment
     release = LESSON.in_course(course).student_notebook
     made = release.stat().st_mtime_ns, (course / "gradebook.db").stat().st_ino
     nbformat.write(fill_solutions(student, solved), mine)
     second = _copy_lesson(SECOND, course_root)
-    shutil.copy2(second.student_notebook, _learners_copy(second, course_root))
+    edition = nbformat.read(second.student_notebook, as_version=4)
+    assert selfcheck.examine(SECOND.assignment, course_root).state == "no copy"
+    nbformat.write(edition, _learners_copy(second, course_root))
+    assert selfcheck.examine(SECOND.assignment, course_root).state == "not started"
+    first_answer = next(c for c in source_to_notebook(second.source).cells if is_solution(c))
+    for cell in edition.cells:
+        if grade_id(cell) == grade_id(first_answer):
+            cell.source = first_answer.source
+    nbformat.write(edition, _learners_copy(second, course_root))
     capsys.readouterr()
     selfcheck.main([LESSON.assignment, SECOND.assignment], root=course_root)
     printed = capsys.readouterr().out
+    assert printed.startswith(selfcheck.SAVE_FIRST)
     first_report, second_report = printed.split(f"{SECOND.assignment} ({SECOND.name})")
     assert re.search(r"total\s+(\d+) / \1\b", first_report), first_report
-    assert "FAILED" not in first_report
-    assert re.search(r"total\s+0 / [1-9]", second_report) and "NotImplementedError" in second_report
+    assert "FAILED" not in first_report and "all passed" in second_report
+    assert "not attempted" in second_report and "NotImplementedError" not in second_report
+    assert re.search(r"overall\s+\d+ / \d+\s+\(2 of 2 lessons started", second_report)
     assert (release.stat().st_mtime_ns, (course / "gradebook.db").stat().st_ino) == made
 
     # A changed lesson (here: its source) makes the course afresh, release and gradebook.
@@ -156,3 +169,47 @@ def test_make_lab_serves_jupyterlab_on_the_learners_copy(tmp_path):
 
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+@pytest.mark.unit
+def test_make_check_says_what_failed_where_and_sums_up():
+    from coursekit.grading.results import CellResult, NotebookResult
+    from coursekit.learner import summary
+
+    def test_cell(name, source, line):
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": name}
+        trace = [f"AssertionError: {name} failed", "", f"\x1b[0;32mCell In[4], line {line}\x1b[0m"]
+        cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="x",
+                                               traceback=trace)]  # fmt: skip
+        return cell
+
+    demo = nbformat.v4.new_code_cell("plt.imshow(causal_mask(6))")
+    demo.outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="name 'x' is not "
+                                           "defined", traceback=[])]  # fmt: skip
+    hidden = "check(1)\n### BEGIN HIDDEN TESTS\ncheck(2)\n### END HIDDEN TESTS"
+    graded = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("## 2. The causal mask\n\nText."),
+        test_cell("test_hidden", hidden, 3), test_cell("test_visible", hidden, 1), demo,
+    ])  # fmt: skip
+    cells = [
+        CellResult("test_hidden", 0, 2, "AssertionError: the hidden case"),
+        CellResult("test_visible", 0, 3, "AssertionError: the visible case"),
+        CellResult("test_blank", 0, 5, "NotImplementedError: "),
+        CellResult("test_done", 4, 4),
+    ]
+    found = summary.LessonCheck(LESSON, 14, NotebookResult("you", LESSON, "graded", 4, 14, cells))
+    summary.read_graded(found, graded)
+    assert found.hidden == {"test_hidden"}
+    assert found.others == ['code cell 3, in "2. The causal mask": NameError: name \'x\' is not '
+                            "defined"]  # fmt: skip
+    table = summary.lesson_table(found)
+    assert "FAILED in a hidden test (the visible ones passed)" in table
+    assert re.search(r"test_visible\s+0 / 3\s+FAILED\n", table) and "the visible case" in table
+    assert re.search(r"test_blank\s+0 / 5\s+not attempted\n", table)
+    assert "NotImplementedError" not in table and "code cell 3" in table
+    never = summary.LessonCheck(SECOND, 10, state="not started")
+    total = summary.summary([found, never])
+    assert "2 failed, of which 1 in hidden tests, 1 not attempted" in total
+    assert re.search(rf"{SECOND.assignment}\s+- / 10\s+not started", total)
+    assert re.search(r"overall\s+4 / 24\s+\(1 of 2 lessons started: 4 / 14 of theirs\)", total)

@@ -7,7 +7,9 @@ or coursekit changes: making it (nbgrader generate_assignment and a new gradeboo
 of a check's time, so a learner checking again and again waits only for the grading.
 
 The table shows each graded test cell, its points and, for a failed one, the message it
-raised -- never the hidden tests' code. Your file is read, not changed.
+raised -- never the hidden tests' code -- and whether a hidden test found it; a lesson with no
+answer written yet is "not started" and not graded; a summary of every lesson ends the output
+(coursekit/learner/summary.py). Your file is read, not changed.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import fcntl
 import functools
 import hashlib
 import importlib.metadata
+import json
 import os
 import shutil
 import sys
-import textwrap
+import threading
+import time
 from pathlib import Path
 
 import nbformat
@@ -29,6 +33,8 @@ from coursekit.course.lessons import ROOT, Lesson, all_lessons, lesson
 from coursekit.grading import bwrap
 from coursekit.grading import tempcourse as grading
 from coursekit.grading.results import NotebookResult, read_results
+from coursekit.learner import summary
+from coursekit.learner.summary import LessonCheck
 from coursekit.learner.workspace import WORK
 
 STUDENT = "you"
@@ -55,14 +61,39 @@ def check(
     # the same gradebook or rebuilding the course under the first.
     with open(folder.parent / f"{item.assignment}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        started = time.monotonic()
         course = _private_course(folder, item, root, say)
         grading.submit(course, STUDENT, item, nbformat.read(mine, as_version=4))
-        say(
-            f"{item.assignment}: grading {mine.relative_to(root)} (runs the whole notebook, ~10 s) "
-            "..."
-        )
+        took, where = _last_time(root, item), mine.relative_to(root)
+        say(f"{item.assignment}: grading {where} (runs the whole notebook{took}) ...")
+        graded = time.monotonic()
         grading.autograde(course, item, *_sandbox_flags(), *options)
+        _record_time(root, item, graded - started, time.monotonic() - graded)
+        say(f"{item.assignment}: graded in {time.monotonic() - started:.0f} s")
         return read_results(course, item, [STUDENT]).get(STUDENT)
+
+
+TIMES = COURSES / "times.json"  # how long each lesson's last check took: the next one's estimate
+_times_lock = threading.Lock()
+
+
+def _last_time(root: Path, item: Lesson) -> str:
+    found = _read_times(root).get(item.assignment)
+    return f"; {found['grade']:.0f} s last time" if found else ""
+
+
+def _read_times(root: Path) -> dict:
+    try:
+        return json.loads((root / TIMES).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _record_time(root: Path, item: Lesson, setup: float, grade: float) -> None:
+    with _times_lock:
+        times = _read_times(root)
+        times[item.assignment] = {"setup": round(setup, 1), "grade": round(grade, 1)}
+        (root / TIMES).write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
 
 
 def _private_course(folder: Path, item: Lesson, root: Path, say) -> Path:
@@ -97,57 +128,85 @@ def _sandbox_flags() -> tuple[str, ...]:
     reason = bwrap.unavailable()
     if reason is None:
         return ()
-    print(f"note: grading in the Python-only sandbox ({reason})", file=sys.stderr, flush=True)
+    print(
+        f"note: your notebook is graded without the operating system's sandbox an instructor "
+        f"uses ({reason}); the points are the same",
+        file=sys.stderr,
+        flush=True,
+    )
     return (bwrap.PYTHON_ONLY_FLAG,)
 
 
-def report(result: NotebookResult) -> str:
-    width = max(len(c.grade_id) for c in result.cells) + 2
-    lines = [
-        f"{result.lesson.assignment} ({result.lesson.name})",
-        f"  {'test cell':<{width}}{'points':>9}  result",
-    ]
-    for cell in result.cells:
-        verdict = "passed" if cell.passed else "FAILED"
-        lines.append(f"  {cell.grade_id:<{width}}{cell.score:>4g} / {cell.max_score:<3g} {verdict}")
-        if not cell.passed:
-            message = cell.message or "(no message)"
-            lines += [
-                textwrap.indent(part, " " * (width + 16)) for part in message.splitlines()[:6]
-            ]
-    lines.append(f"  {'total':<{width}}{result.auto:>4g} / {result.max_score:<3g}")
-    if result.errors:
-        lines.append(
-            f"  ({len(result.errors)} other cell(s) raised errors, e.g. {result.errors[0][:100]})"
-        )
-    if result.held:
-        lines.append(
-            "  An instructor's autograder would hold these points until someone reviews the "
-            "notebook:"
-        )
-    elif result.findings:
-        lines.append("  Notes from the autograder:")
-    lines += [f"    {str(finding)[:160]}" for finding in result.findings[:8]]
-    if result.sandbox:
-        lines.append(f"  (graded in {result.sandbox})")
-    return "\n".join(lines)
+SAVE_FIRST = (
+    "make check grades your notebooks in work/ as they are saved on disk: save them first "
+    "(Ctrl+S in JupyterLab)."
+)
+
+
+def examine(assignment: str, root: Path = ROOT) -> LessonCheck:
+    """The lesson as the learner left it: not started (nothing written into an answer cell: it
+    is not graded), no copy yet, or to be graded."""
+    item = lesson(assignment, root)
+    edition = nbformat.read(item.student_notebook, as_version=4)
+    found = LessonCheck(item, summary.points(edition), state="graded")
+    mine = root / WORK / item.assignment / f"{item.name}.ipynb"
+    if not mine.exists():
+        found.state = "no copy"
+    elif not summary.started(nbformat.read(mine, as_version=4), edition):
+        found.state = "not started"
+    return found
+
+
+def grade(found: LessonCheck, root: Path, options: tuple[str, ...]) -> LessonCheck:
+    """Grade a lesson ``examine`` found started, and read what its graded notebook says."""
+    found.result = check(found.lesson.assignment, root, options)
+    if found.result is not None:
+        graded = found.lesson.in_course(root / COURSES / found.lesson.assignment)
+        path = graded.autograded(STUDENT)
+        if path.exists():
+            summary.read_graded(found, nbformat.read(path, as_version=4))
+    return found
+
+
+def report(result: NotebookResult, root: Path = ROOT) -> str:
+    """The table of one graded lesson (``check``'s result)."""
+    found = LessonCheck(result.lesson, result.max_score, result)
+    path = result.lesson.in_course(root / COURSES / result.lesson.assignment).autograded(STUDENT)
+    if path.exists():
+        summary.read_graded(found, nbformat.read(path, as_version=4))
+    return summary.lesson_table(found)
+
+
+def _skipped(found: LessonCheck) -> str:
+    where = f"{WORK}/{found.lesson.assignment}/{found.lesson.name}.ipynb"
+    if found.state == "no copy":
+        return f"{found.lesson.assignment}: no copy of yours at {where} yet (`make lab` makes one)"
+    return f"{found.lesson.assignment}: not started (no answer written in {where}): not graded"
 
 
 def main(argv: list[str], root: Path = ROOT) -> int:
-    """Check the lessons named (all without names), as many side by side as there are cores, each
-    in its own private course, and print their reports in course order."""
+    """Check the lessons named (all without names): those started, as many side by side as there
+    are cores, each in its own private course; print their tables in course order, then a
+    summary."""
     names = argv or [item.assignment for item in all_lessons(root)]
-    # `make check` at once on every lesson: one kernel per core, each with one thread (two
-    # kernels with two torch threads each on two cores wait on each other at every product).
-    side_by_side = max(1, min(len(names), os.cpu_count() or 1))  # as cluster.py counts them
+    print(SAVE_FIRST, flush=True)
+    found = [examine(name, root) for name in names]
+    started = [f for f in found if f.state == "graded"]
+    # One kernel per core, each with one thread (two kernels with two torch threads each on two
+    # cores wait on each other at every product).
+    side_by_side = max(1, min(len(started), os.cpu_count() or 1))  # as cluster.py counts them
     options = ("--SandboxKernelManager.threads=1",) if side_by_side > 1 else ()
-    _sandbox_flags()  # its notice (if any) once, before the checks start
+    if started:
+        _sandbox_flags()  # its notice (if any) once, before the checks start
     with concurrent.futures.ThreadPoolExecutor(side_by_side) as pool:
-        checks = [pool.submit(check, name, root, options) for name in names]
-        for done in checks:  # in course order, each as soon as it and those before it are done
-            result = done.result()
-            if result is not None:
-                print(report(result) + "\n", flush=True)
+        graded = {id(f): pool.submit(grade, f, root, options) for f in started}
+        for each in found:  # in course order, each as soon as it and those before it are done
+            if id(each) in graded and graded[id(each)].result().result is not None:
+                print(summary.lesson_table(each) + "\n", flush=True)
+            elif each.state != "graded" and len(found) == 1:  # else the summary says it
+                print(_skipped(each), flush=True)
+    if len(found) > 1:
+        print("\n" + summary.summary(found), flush=True)
     return 0
 
 
