@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import io
+import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -103,21 +105,42 @@ def _changes(
     yield from visit(module)
 
 
-def _difference(source: str, mutated: str) -> tuple[int, str, str]:
-    """(first changed line, lines before, lines after), the lines stripped."""
+def _statements(source: str) -> list[tuple[int, int]]:
+    """The lines of each logical line of ``source`` (a call over three lines is one): [start,
+    end) counted from 0. A newline ends one outside brackets only."""
+    spans, start, depth = [], 0, 0
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+        elif token.type == tokenize.NEWLINE or (token.type == tokenize.NL and depth == 0):
+            spans.append((start, token.end[0]))
+            start = token.end[0]
+    return spans
+
+
+def _difference(source: str, mutated: str, spans) -> tuple[int, str, str]:
+    """(first changed line, lines before, lines after), the lines stripped: the whole logical
+    lines that hold the change, so that two changes on one line of a long call differ."""
     old, new = source.splitlines(), mutated.splitlines()
     matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
     changed = [op for op in matcher.get_opcodes() if op[0] != "equal"]
-    first = changed[0][1] + 1
-    before = "\n".join(old[i].strip() for _, i1, i2, _, _ in changed for i in range(i1, i2))
-    after = "\n".join(new[j].strip() for _, _, _, j1, j2 in changed for j in range(j1, j2))
-    return first, before, after
+    i1, i2, j1, j2 = changed[0][1], changed[-1][2], changed[0][3], changed[-1][4]
+    touched = [(a, b) for a, b in spans if a < max(i2, i1 + 1) and b > i1]
+    if touched:  # widen both sides by the same unchanged lines
+        above, below = i1 - touched[0][0], max(0, touched[-1][1] - i2)
+        i1, i2, j1, j2 = i1 - above, i2 + below, j1 - above, j2 + below
+    before = "\n".join(line.strip() for line in old[i1:i2])
+    after = "\n".join(line.strip() for line in new[j1:j2])
+    return i1 + 1, before, after
 
 
 def mutants_of(source: str, cell: str) -> list[Mutant]:
     """The mutants of the answer cell ``cell`` (its grade_id) whose text is ``source``."""
     module = cst.parse_module(source)
     seen = {ast.dump(ast.parse(source))}
+    spans = _statements(source)
     found = []
     for operator, node, new in _changes(module, solution_lines(source)):
         mutated = deep_replace(module, node, new).code
@@ -128,7 +151,7 @@ def mutants_of(source: str, cell: str) -> list[Mutant]:
         if dump in seen:
             continue
         seen.add(dump)
-        line, before, after = _difference(source, mutated)
+        line, before, after = _difference(source, mutated, spans)
         found.append(Mutant(cell, operator, line, before, after, mutated))
     return found
 
