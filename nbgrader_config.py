@@ -37,6 +37,7 @@ c.CourseDirectory.ignore = [
     "*.md",
     "mistakes.yml",
     "alternatives.yml",
+    "mutants.yml",
 ]
 
 # A cell may run this long before it is interrupted and the rest of the notebook is graded.
