@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import yaml
-
 from coursekit.mutants.execution import Result
 from coursekit.mutants.generate import Mutant, diff
 from coursekit.mutants.plan import Exercise
-from coursekit.mutants.triage import Triage
+from coursekit.mutants.triage import Triage, dump
 
 GOAL = 0.95  # of the mutants that are not equivalent, the share the tests must kill
 
@@ -95,7 +93,7 @@ def table(rows: Iterable[tuple[str, Tally, float]]) -> str:
 def entry(mutant: Mutant) -> str:
     """The mutants.yml entry that triages ``mutant`` as equivalent (``why`` to be written)."""
     data = [{"cell": mutant.cell, "line": mutant.before, "mutant": mutant.after, "why": "..."}]
-    return yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True)
+    return dump(data)
 
 
 def survivor(result: Result, where: str) -> str:

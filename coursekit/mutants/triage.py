@@ -53,6 +53,24 @@ class Triage:
         ]
 
 
+class _Dumper(yaml.SafeDumper):
+    """Writes a text of several lines (a statement over lines) as a block, one line a line."""
+
+
+_Dumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    ),
+)
+
+
+def dump(data, **options) -> str:
+    return yaml.dump(
+        data, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True, **options
+    )
+
+
 def path(folder: Path) -> Path:
     return Path(folder) / FILENAME
 
@@ -91,8 +109,6 @@ def write(folder: Path, triage: Triage, order: list[str]) -> None:
     }
     entries = sorted(triage.equivalent, key=lambda e: rank.get(e["cell"], len(rank)))
     text = HEADER.format(lesson=triage.lesson)
-    text += yaml.safe_dump(
-        {"exercises": records}, sort_keys=False, default_flow_style=None, width=100
-    )
-    text += yaml.safe_dump({"equivalent": entries}, sort_keys=False, width=100, allow_unicode=True)
+    text += dump({"exercises": records}, default_flow_style=None)
+    text += dump({"equivalent": entries})
     path(folder).write_text(text, encoding="utf-8")
