@@ -52,7 +52,7 @@ help:
 	@echo "make test-fast   the contributors' tier (< 3 min): lint, reference, defences, one lesson graded"
 	@echo "make lint        ruff: the style pyproject.toml declares (make test runs it first)"
 	@echo "make lab         open JupyterLab on your own copy of the student notebooks (work/)"
-	@echo "make check       grade your copy of the lessons (LESSON=lesson01 for one)"
+	@echo "make check       grade your saved copies of the lessons you started, then sum up (LESSON=lesson01 for one)"
 	@echo "make test-mistakes  grade every planted mistake of every lesson (make test: a few each)"
 	@echo "make mutants     mutation-test every graded exercise (LESSON=lesson01 for one)"
 	@echo "make notebooks   regenerate the student edition in notebooks/ from solutions/"
@@ -79,24 +79,39 @@ UV := $(VENV)/bin/uv
 PIP_SOURCES := $(PY) -m pip config list \
     | sed -n "s/^[^.]*\.\(index-url\|extra-index-url\|find-links\)='\(.*\)'$$/\1 \2/p" \
     | awk '{ for (i = 2; i <= NF; i++) if (!seen[$$1 $$i]++) print "--" $$1 "=" $$i }'
-$(STAMP): pyproject.toml constraints.txt
+# $(call install_extras,EXTRAS): the course with pyproject.toml's EXTRAS, at constraints.txt's pins.
+define install_extras
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt uv
 	sources=$$($(PIP_SOURCES)) && $(UV) pip install --quiet --python $(PY) --native-tls \
-	    --index-strategy unsafe-best-match --compile-bytecode $$sources -c constraints.txt -e ".[course,classroom,test]"
+	    --index-strategy unsafe-best-match --compile-bytecode $$sources -c constraints.txt -e ".[$(1)]"
 	@# uv, like pip, never removes what an older constraints.txt installed: uninstall what is no
 	@# longer pinned. Names compared as PEP 503 normalizes them: pip freeze writes huggingface_hub
 	@# where constraints.txt has huggingface-hub, and the two must not look like different packages.
 	@$(PY) -m pip freeze --exclude-editable | sed 's/==.*//' | tr 'A-Z_.' 'a-z--' \
 	    | grep -vxFf <(sed 's/[ =#].*//;/^$$/d' constraints.txt | tr 'A-Z_.' 'a-z--') \
 	    | xargs -r $(UV) pip uninstall --quiet --python $(PY)
+endef
+ALL_EXTRAS := course,classroom,test
+$(STAMP): pyproject.toml constraints.txt
+	$(call install_extras,$(ALL_EXTRAS))
+	@touch $@
+
+# The learner's set, all that make lab, make check and make book need (pyproject.toml's `learner`
+# extra): none of the test, hub, browser and class-grading tools. A .venv that holds the whole set
+# holds it already.
+LEARNER_STAMP := $(VENV)/.learner-stamp
+$(LEARNER_STAMP): pyproject.toml constraints.txt
+ifneq ($(shell test $(STAMP) -nt pyproject.toml && test $(STAMP) -nt constraints.txt && echo y),y)
+	$(call install_extras,learner)
+endif
 	@touch $@
 
 # The course's own modules compiled to bytecode: pip compiles what it installs, not the editable
 # course, and every grading kernel and nbgrader process imports it. Where PYTHONDONTWRITEBYTECODE is
 # set (these machines), or a kernel's box is read-only, nothing would cache it: each import would
 # compile it again. A stale file is ignored by Python, never wrong.
-bytecode: | $(STAMP)
+bytecode: | $(LEARNER_STAMP)
 	@$(PY) -m compileall -q coursekit solutions/attention_ref >/dev/null 2>&1 \
 	    || echo "bytecode: the course's modules cannot be compiled here (a read-only folder): slower imports"
 
@@ -122,7 +137,7 @@ book: $(BOOK_INDEX)
 	@echo "The book is at $(abspath $(BOOK_INDEX))"
 
 # The student notebooks are the lesson pages' downloads: a newer student edition rebuilds the book.
-$(BOOK_INDEX): $(MATHJAX) $(LESSON_SOURCES) $(STUDENT_NOTEBOOKS) $(LIBRARY) $(BOOK_TOOLS) $(BOOK_PAGES) $(BOOK_SETTINGS) | $(STAMP)
+$(BOOK_INDEX): $(MATHJAX) $(LESSON_SOURCES) $(STUDENT_NOTEBOOKS) $(LIBRARY) $(BOOK_TOOLS) $(BOOK_PAGES) $(BOOK_SETTINGS) | $(LEARNER_STAMP)
 	$(PY) -m coursekit.publishing.book --edition $(EDITION) \
 	    $(if $(BOOK_REPOSITORY),--repository $(BOOK_REPOSITORY) --branch $(BOOK_BRANCH))
 	@touch $@  # Sphinx leaves an unchanged page alone; make needs to see the build as done
@@ -139,7 +154,7 @@ notebooks: $(STUDENT_NOTEBOOKS)
 
 # After a clone make sees every source as newer than its notebook: a notebook that records its
 # source's digest is only touched (coursekit/publishing/current.py), the others regenerated.
-notebooks/%.ipynb: solutions/%.md | $(STAMP)
+notebooks/%.ipynb: solutions/%.md | $(LEARNER_STAMP)
 	@$(PY) -m coursekit.publishing.current $@ $< \
 	    || $(PY) -m coursekit.publishing.release $(firstword $(subst /, ,$*))
 
@@ -149,13 +164,17 @@ LAB_FLAGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # classroom/learner/ is the learner's JupyterLab, the same as on the class's hub: no formgrader,
-# no course list, no Create Assignment panel, no news pop-up.
-lab: notebooks | $(STAMP)
-	$(PY) -m coursekit.learner.workspace
-	JUPYTER_CONFIG_PATH=$(CURDIR)/classroom/learner$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
-	    $(VENV)/bin/jupyter lab --notebook-dir=work $(ROOT_FLAG) $(LAB_FLAGS)
+# no course list, no Create Assignment panel, no news pop-up; classroom/solo-lab/ takes out what
+# needs a class (the Assignment List, which needs the hub's exchange). Jupyter logs warnings only,
+# so that the course's notices (workspace.py) stand right above the address to open.
+LAB_CONFIG := $(CURDIR)/classroom/solo-lab:$(CURDIR)/classroom/learner
+lab: notebooks | $(LEARNER_STAMP)
+	@$(PY) -m coursekit.learner.workspace
+	@JUPYTER_CONFIG_PATH=$(LAB_CONFIG)$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
+	    $(VENV)/bin/jupyter lab --notebook-dir=work $(ROOT_FLAG) \
+	    --ServerApp.log_level=WARN --LabApp.log_level=WARN $(LAB_FLAGS)
 
-check: $(STAMP) bytecode
+check: $(LEARNER_STAMP) bytecode
 	$(PY) -m coursekit.learner.selfcheck $(LESSON)
 
 # The suites run side by side on TEST_WORKERS pytest-xdist workers, each suite on one worker with

@@ -49,7 +49,8 @@ def _direct_dependencies() -> set[str]:
     specs = project["dependencies"] + [
         d for group in project["optional-dependencies"].values() for d in group
     ]
-    return {_norm(re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0]) for spec in specs}
+    names = {_norm(re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0]) for spec in specs}
+    return names - {_norm(project["name"])}  # course = attention-course[learner] + more
 
 
 def test_every_direct_dependency_is_pinned_in_both():

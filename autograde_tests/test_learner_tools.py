@@ -70,6 +70,13 @@ def test_workspace_never_overwrites_the_learners_copy(course_root):
     assert workspace.sync_workspace(course_root) == messages  # said again, nothing written twice
     assert len(list(mine.parent.glob("*.ipynb"))) == 2
 
+    # The learner carries their answer over and makes the newer edition theirs: nothing more to say.
+    moved = beside[0].read_text().replace("YOUR CODE HERE", "my answer")
+    beside[0].unlink()
+    mine.write_text(moved)
+    assert workspace.sync_workspace(course_root) == []
+    assert [p.name for p in mine.parent.glob("*.ipynb")] == [mine.name]
+
 
 @pytest.mark.chain
 def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_root, capsys):
@@ -213,3 +220,34 @@ def test_make_check_says_what_failed_where_and_sums_up():
     assert "2 failed, of which 1 in hidden tests, 1 not attempted" in total
     assert re.search(rf"{SECOND.assignment}\s+- / 10\s+not started", total)
     assert re.search(r"overall\s+4 / 24\s+\(1 of 2 lessons started: 4 / 14 of theirs\)", total)
+
+
+@pytest.mark.unit
+def test_a_learner_installs_what_lab_check_and_the_book_need_and_no_more():
+    import tomllib
+
+    extras = tomllib.loads((LESSON.root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    learner = {re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0] for spec in extras["learner"]}
+    assert {"jupyterlab", "nbgrader", "jupyter-book", "triton"} <= learner  # torch: everyone's
+    assert not learner & {"pytest", "playwright", "jupyterhub", "dask", "ruff", "hypothesis"}
+    assert "attention-course[learner]" in extras["course"]  # an instructor's set holds it
+    makefile = (LESSON.root / "Makefile").read_text()
+    for target in ("lab: notebooks |", "check:", "notebooks/%.ipynb: solutions/%.md |"):
+        (line,) = [x for x in makefile.splitlines() if x.startswith(target)]
+        assert "$(LEARNER_STAMP)" in line and "$(STAMP)" not in line, line
+
+
+@pytest.mark.unit
+def test_make_lab_puts_the_tutors_rules_beside_the_learners_work(tmp_path):
+    (tmp_path / "work").mkdir()
+    workspace.place_tutor_notes(tmp_path)
+    placed = (tmp_path / "work" / "AGENTS.md").read_text()
+    root = (LESSON.root / "AGENTS.md").read_text()
+    for rules in (placed, root):
+        for rule in ("Never write a solution", "Never reveal hidden tests", "solutions/",
+                     "Explain", "Ask", "Point", "Review the learner's code"):  # fmt: skip
+            assert rule in rules, rule
+    lines = workspace.notices([f"new lesson: work/{LESSON.assignment}/{LESSON.name}.ipynb"])
+    assert LESSON.assignment in lines[0] and "Save" in lines[-1] and "make check" in lines[-1]

@@ -1,8 +1,9 @@
 """The learner's own copies of the student notebooks, in work/ (git-ignored).
 
-``make lab`` calls this before it opens JupyterLab on work/. A learner's file is never
-overwritten, not by a rerun and not by a newer edition of the course: when the student edition
-of a lesson changes after the learner copied it, the new edition is put beside their copy as
+``make lab`` calls this before it opens JupyterLab on work/, and puts work/AGENTS.md there for AI
+assistants (they teach, they do not write the answers). A learner's file is never overwritten,
+not by a rerun and not by a newer edition of the course: when the student edition of a lesson
+changes after the learner copied it, the new edition is put beside their copy as
 ``<name>.<edition-id>.ipynb`` and they are told, so they can move their answers over.
 """
 
@@ -34,6 +35,25 @@ def _copy(edition: Path, target: Path) -> None:
     target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def _made_from(mine: Path, item) -> bool:
+    """Whether the learner's file is the lesson's edition but for their answers: it holds every
+    cell of the edition that is not an answer, with the same id and, where the learner cannot or
+    need not edit it (text, test cells, read-only cells), the same source."""
+    try:
+        theirs = {c.get("id"): c for c in json.loads(mine.read_text(encoding="utf-8"))["cells"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    for cell in json.loads(item.student_notebook.read_text(encoding="utf-8"))["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution"):
+            continue
+        same = theirs.get(cell.get("id"))
+        fixed = cell["cell_type"] == "markdown" or meta.get("locked") or meta.get("grade")
+        if same is None or (fixed and "".join(same["source"]) != "".join(cell["source"])):
+            return False
+    return True
+
+
 def sync_workspace(root: Path = ROOT) -> list[str]:
     """Copy missing lessons into work/; report newer editions without touching the learner's."""
     work = root / WORK
@@ -52,6 +72,8 @@ def sync_workspace(root: Path = ROOT) -> list[str]:
             _copy(item.student_notebook, mine)
             ledger[relative] = edition
             messages.append(f"new lesson: {WORK}/{relative}")
+        elif ledger.get(relative) not in (None, edition) and _made_from(mine, item):
+            ledger[relative] = edition  # the learner moved their answers into the newer edition
         elif ledger.get(relative) not in (None, edition):
             newer = mine.with_name(f"{item.name}.{edition}.ipynb")
             if not newer.exists():
@@ -66,7 +88,41 @@ def sync_workspace(root: Path = ROOT) -> list[str]:
     return messages
 
 
+TUTOR = Path(__file__).with_name("AGENTS.md")  # for AI assistants opened on work/ (README)
+
+
+def place_tutor_notes(root: Path = ROOT) -> None:
+    """work/AGENTS.md: the conventions AI assistants read, asking them to teach, not to answer.
+    The course's file, not the learner's: rewritten when the course's version changes."""
+    target = root / WORK / "AGENTS.md"
+    text = TUTOR.read_text(encoding="utf-8")
+    if not target.exists() or target.read_text(encoding="utf-8") != text:
+        target.write_text(text, encoding="utf-8")
+
+
+def notices(messages: list[str]) -> list[str]:
+    """What ``make lab`` says before JupyterLab's address: new copies in one line, each newer
+    edition with what to do about it, and the one habit ``make check`` needs."""
+    new = [m.removeprefix("new lesson: ") for m in messages if m.startswith("new lesson: ")]
+    lines = []
+    if new:
+        lessons = ", ".join(Path(path).parent.name for path in new)
+        lines.append(f"make lab: your own copies of {lessons} are now in {WORK}/.")
+    for message in messages:
+        if not message.startswith("new lesson: "):
+            lines.append(
+                f"make lab: {message}. Carry your answers over into it, exercise by exercise "
+                "(README: a newer edition of a lesson)."
+            )
+    lines.append(
+        f"make lab: your answers live in {WORK}/, never overwritten. Save a notebook (Ctrl+S) "
+        "before `make check LESSON=lessonNN`: it grades the file on disk."
+    )
+    return lines
+
+
 if __name__ == "__main__":
     root = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT
-    for line in sync_workspace(root):
-        print(line)
+    found = sync_workspace(root)
+    place_tutor_notes(root)
+    print("\n".join(notices(found)), flush=True)
