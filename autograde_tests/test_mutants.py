@@ -29,6 +29,7 @@ TRIAGED: set[str] = {
     "lesson02",
     "lesson03",
     "lesson04",
+    "lesson05",
     "lesson06",
 }
 LESSONS = {item.assignment: item for item in all_lessons()}
