@@ -31,6 +31,7 @@ TRIAGED: set[str] = {
     "lesson04",
     "lesson05",
     "lesson06",
+    "lesson07",
 }
 LESSONS = {item.assignment: item for item in all_lessons()}
 WITH_TRIAGE = sorted(
