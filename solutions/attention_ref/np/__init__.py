@@ -7,6 +7,11 @@ itself (``# lesson N``), where sorting the imports cannot separate the label fro
 """
 
 from .additive import additive_attention, additive_scores  # lesson 2
+from .delta import (  # lesson 13
+    gated_delta_rule_chunked,
+    gated_delta_rule_recurrent,
+    ut_transform,
+)
 from .efficient import (  # lesson 9
     merge_attention,
     online_softmax,
@@ -19,6 +24,7 @@ from .feedforward import (  # lesson 6
     layer_parameter_counts,
     position_wise_ffn,
 )
+from .gated import gated_attention, sigmoid  # lesson 13
 from .generation import (  # lesson 10
     beam_search,
     length_penalty,
@@ -31,12 +37,18 @@ from .gqa import (  # lesson 12
     mean_pool_kv_heads,
     repeat_kv_heads,
 )
+from .hybrid import linear_state_bytes, stack_cache_bytes  # lesson 13
 from .latent import (  # lesson 12
     absorb_mla_params,
     init_mla_params,
     mla_attention,
     mla_cache_bytes_per_token,
     mla_decode_step,
+)
+from .linear import (  # lesson 13
+    elu_feature_map,
+    linear_attention,
+    linear_attention_recurrent,
 )
 from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask  # lesson 3
 from .multihead import (  # lesson 4
@@ -73,6 +85,12 @@ from .rotary import rotary_embedding  # lesson 10 (optional section)
 from .sdpa import (  # lesson 2 (the mask of lesson 3 included)
     attention_weights,
     scaled_dot_product_attention,
+)
+from .sparse import (  # lesson 13
+    indexer_scores,
+    sparse_attention,
+    top_k_indices,
+    top_k_mask,
 )
 from .three_uses import (  # lesson 5
     combine_masks,
@@ -171,4 +189,18 @@ __all__ = [
     "mla_cache_bytes_per_token",
     "PagedKVCache",
     "paged_attention",
+    "elu_feature_map",
+    "linear_attention",
+    "linear_attention_recurrent",
+    "gated_delta_rule_recurrent",
+    "ut_transform",
+    "gated_delta_rule_chunked",
+    "linear_state_bytes",
+    "stack_cache_bytes",
+    "indexer_scores",
+    "top_k_indices",
+    "top_k_mask",
+    "sparse_attention",
+    "sigmoid",
+    "gated_attention",
 ]

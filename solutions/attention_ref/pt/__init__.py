@@ -15,6 +15,11 @@ from .checkpoint_names import (  # lesson 14
     tiny_config,
 )
 from .decoding import cached_self_attention  # lesson 9
+from .delta import (  # lesson 13
+    gated_delta_rule_chunked,
+    gated_delta_rule_recurrent,
+    ut_transform,
+)
 from .device import available_devices, pick_device  # every lesson: cuda > mps > cpu
 from .efficient import (  # lesson 9
     merge_attention,
@@ -29,6 +34,7 @@ from .feedforward import (  # lesson 6
     layer_parameter_counts,
     position_wise_ffn,
 )
+from .gated import gated_attention, sigmoid  # lesson 13
 from .generation import (  # lesson 10
     beam_search,
     length_penalty,
@@ -41,12 +47,18 @@ from .gqa import (  # lesson 12
     mean_pool_kv_heads,
     repeat_kv_heads,
 )
+from .hybrid import linear_state_bytes, stack_cache_bytes  # lesson 13
 from .latent import (  # lesson 12
     absorb_mla_params,
     init_mla_params,
     mla_attention,
     mla_cache_bytes_per_token,
     mla_decode_step,
+)
+from .linear import (  # lesson 13
+    elu_feature_map,
+    linear_attention,
+    linear_attention_recurrent,
 )
 from .masking import causal_mask, masked_softmax, padding_mask, to_key_padding_mask  # lesson 3
 from .multihead import (  # lesson 4
@@ -104,6 +116,12 @@ from .sdpa import (  # lesson 2 (the mask of lesson 3 included)
     scaled_dot_product_attention,
 )
 from .sinks import sink_attention  # lesson 14
+from .sparse import (  # lesson 13
+    indexer_scores,
+    sparse_attention,
+    top_k_indices,
+    top_k_mask,
+)
 from .three_uses import (  # lesson 5
     combine_masks,
     decoder_self_attention,
@@ -235,4 +253,18 @@ __all__ = [
     "params_from_checkpoint",
     "tiny_config",
     "random_checkpoint",
+    "elu_feature_map",
+    "linear_attention",
+    "linear_attention_recurrent",
+    "gated_delta_rule_recurrent",
+    "ut_transform",
+    "gated_delta_rule_chunked",
+    "linear_state_bytes",
+    "stack_cache_bytes",
+    "indexer_scores",
+    "top_k_indices",
+    "top_k_mask",
+    "sparse_attention",
+    "sigmoid",
+    "gated_attention",
 ]
