@@ -35,7 +35,7 @@ def elu_feature_map(x) -> np.ndarray:
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
 
 
-def linear_attention(queries, keys, values, causal: bool = True, feature_map=elu_feature_map):
+def linear_attention(queries, keys, values, causal: bool = True, feature_map=None):
     """The parallel form: ``(M * phi(Q) phi(K)^T) V``, each row divided by its sum, ``M`` lesson
     3's causal mask (query i reads keys 0..i, top-left aligned) or all ones: ``(..., n_q, d_v)``.
     ``n x n`` numbers, like Eq. (1): what the recurrence avoids."""
@@ -46,24 +46,26 @@ def linear_attention(queries, keys, values, causal: bool = True, feature_map=elu
     _checks_linear.require_ndim("values", values, 2, "(..., n_k, d_v)")
     _checks_linear.require_same_size("d_k", "queries", queries, -1, "keys", keys, -1)
     _checks_linear.require_same_size("n_k", "keys", keys, -2, "values", values, -2)
+    feature_map = elu_feature_map if feature_map is None else feature_map
     similarity = feature_map(queries) @ np.swapaxes(feature_map(keys), -1, -2)
     if causal:
         similarity = np.tril(similarity)  # keys j > i get no weight
     return (similarity @ values) / similarity.sum(axis=-1, keepdims=True)
 
 
-def linear_attention_recurrent(queries, keys, values, state=None, feature_map=elu_feature_map):
+def linear_attention_recurrent(queries, keys, values, state=None, feature_map=None):
     """The causal recurrence, one position at a time: ``(out (..., n, d_v), (S, z))``.
 
     ``state`` is ``(S (..., d_f, d_v), z (..., d_f))`` from an earlier call (None: zeros), so a
     sequence fed in pieces, or one token at a time, gives what it gives whole. Position t's key
     and value enter the state *before* its query reads it: the query sees its own position, as
-    the causal mask lets it."""
+    the causal mask lets it. ``feature_map``: ``elu_feature_map`` when None."""
     queries, keys, values = (
         as_float_array(n, x) for n, x in (("queries", queries), ("keys", keys), ("values", values))
     )
     batch = _checks_linear.sequence_inputs(queries, keys, values)
     _checks_linear.linear_state(state, keys, values)
+    feature_map = elu_feature_map if feature_map is None else feature_map
     phi_q, phi_k = feature_map(queries), feature_map(keys)
     dtype = np.result_type(phi_q, phi_k, values)
     if state is None:

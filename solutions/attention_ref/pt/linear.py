@@ -19,7 +19,7 @@ def elu_feature_map(x) -> torch.Tensor:
     return F.elu(as_float_tensor("x", x)) + 1
 
 
-def linear_attention(queries, keys, values, causal: bool = True, feature_map=elu_feature_map):
+def linear_attention(queries, keys, values, causal: bool = True, feature_map=None):
     """The parallel form, ``(M * phi(Q) phi(K)^T) V`` normalised by the rows' sums: ``(..., n_q,
     d_v)``. See the NumPy twin."""
     queries, keys, values = (
@@ -32,13 +32,14 @@ def linear_attention(queries, keys, values, causal: bool = True, feature_map=elu
     _checks_linear.require_same_size("n_k", "keys", keys, -2, "values", values, -2)
     dtype = values.dtype
     queries, keys, values = upcast(queries, keys, values)
+    feature_map = elu_feature_map if feature_map is None else feature_map
     similarity = feature_map(queries) @ feature_map(keys).transpose(-1, -2)
     if causal:
         similarity = similarity.tril()
     return ((similarity @ values) / similarity.sum(dim=-1, keepdim=True)).to(dtype)
 
 
-def linear_attention_recurrent(queries, keys, values, state=None, feature_map=elu_feature_map):
+def linear_attention_recurrent(queries, keys, values, state=None, feature_map=None):
     """The causal recurrence: ``(out (..., n, d_v), (S (..., d_f, d_v), z (..., d_f)))``, the
     state in the computing dtype (float32 for half inputs). See the NumPy twin."""
     queries, keys, values = (
@@ -49,6 +50,7 @@ def linear_attention_recurrent(queries, keys, values, state=None, feature_map=el
     _checks_linear.linear_state(state, keys, values)
     dtype = values.dtype
     queries, keys, values = upcast(queries, keys, values)
+    feature_map = elu_feature_map if feature_map is None else feature_map
     phi_q, phi_k = feature_map(queries), feature_map(keys)
     if state is None:
         s = values.new_zeros(batch + (phi_k.shape[-1], values.shape[-1]))
