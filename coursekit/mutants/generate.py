@@ -3,8 +3,9 @@
 Only the learner's part of the cell is changed (between nbgrader's ``### BEGIN SOLUTION`` and
 ``### END SOLUTION``: the signature and docstring are given), and not what no test is meant to
 read: the text of an error message or an assertion (a raise or an assert is dropped as a whole
-instead), what is printed, decorators and annotations. Two changes that give the same program
-(compared as Python's AST) are one mutant, and one that gives the answer back is none.
+instead), what is printed or shown on a progress bar, decorators and annotations. Two changes
+that give the same program (compared as Python's AST) are one mutant, and one that gives the
+answer back is none.
 
 A mutant is named by its cell and the lines it changes, before and after (stripped of their
 indentation), never by a line number or a counter: the name of an equivalent mutant in
@@ -28,7 +29,17 @@ from coursekit.mutants.operators import droppable, replacements
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 # Calls whose arguments no test reads, or that mutmut itself leaves alone (len, isinstance).
-QUIET_CALLS = {"print", "len", "isinstance", "warn", "format"}
+# A progress bar and what it shows are for the learner's eyes: no test reads them.
+QUIET_CALLS = {
+    "print",
+    "len",
+    "isinstance",
+    "warn",
+    "format",
+    "tqdm",
+    "set_postfix",
+    "set_description",
+}
 # Nodes whose inside is never mutated (see the module's docstring).
 QUIET_NODES = (cst.FormattedString, cst.Decorator, cst.Annotation, cst.Raise, cst.Assert)
 DROPPED = "statement dropped"
@@ -72,9 +83,14 @@ def _quiet(node: cst.CSTNode) -> bool:
     return False
 
 
+def _quiet_call(statement: cst.BaseSmallStatement) -> bool:
+    """A statement that only calls a quiet function (``print(...)``, ``bar.set_postfix(...)``)."""
+    return isinstance(statement, cst.Expr) and _quiet(statement.value)
+
+
 def _dropped(line: cst.SimpleStatementLine) -> Iterator[cst.SimpleStatementLine]:
     for i, statement in enumerate(line.body):
-        if droppable(statement):
+        if droppable(statement) and not _quiet_call(statement):
             body = [*line.body[:i], cst.Pass(), *line.body[i + 1 :]]
             yield line.with_changes(body=body)
 
