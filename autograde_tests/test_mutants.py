@@ -32,6 +32,7 @@ TRIAGED: set[str] = {
     "lesson05",
     "lesson06",
     "lesson07",
+    "lesson08",
 }
 LESSONS = {item.assignment: item for item in all_lessons()}
 WITH_TRIAGE = sorted(
