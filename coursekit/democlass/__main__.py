@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from coursekit.course.lessons import lesson as find_lesson
-from coursekit.democlass import copies
+from coursekit.democlass import copies, detection
 from coursekit.democlass.synthetic import build_synthetic
 from coursekit.grading.classgrade import REPORTS, grade_class
 from coursekit.grading.cluster import add_cluster_arguments
@@ -90,19 +90,24 @@ def _compare(course: Path, item, args) -> int:
 
 
 def _similarity_measured(report) -> list[str]:
-    """How the similarity report did: the planted copies it found, and how many pairs of the
-    course's independently written correct answers (alternatives.yml) it would flag."""
+    """How the similarity report did: the planted copies it found in this class; then, on every
+    lesson, the disguised copies the course's tests never planted that it finds and the honest
+    pairs it flags (coursekit.democlass.detection), and how alike the course's independently
+    written answers to one exercise come out."""
     found, planted = copies.planted_found(report.similarity)
     honest = copies.independent_answers()
-    flagged = [p for p in honest if p.score >= report.similarity.threshold]
+    near = [p for p in honest if p.score >= report.similarity.threshold]
+    alike = [p for p in honest if p.score >= report.similarity.exercise_threshold]
     worst = max(honest, key=lambda p: p.score, default=None)
     lines = [
         "(every answer of this synthetic class is the course's solution, or a small edit of it: "
         "most pairs are alike by construction; what counts here is the planted copies)",
         f"planted copies found: {found} of {planted} (renamed variables, reordered functions, "
-        "changed comments: the pair of copy and original at or above the threshold)",
-        f"independent correct answers flagged: {len(flagged)} of {len(honest)} pairs (each "
-        "lesson's solution and alternatives.yml, exercise by exercise)",
+        "changed comments: the pair of copy and original flagged)",
+        *detection.measure().lines(),
+        f"independent correct answers to one exercise: {len(alike)} of {len(honest)} pairs at "
+        f"the exercise threshold {report.similarity.exercise_threshold:g}, {len(near)} at "
+        f"{report.similarity.threshold:g} (each lesson's solution and alternatives.yml)",
     ]
     if worst:
         lines.append(

@@ -25,7 +25,7 @@ from coursekit.course.cells import grade_id, is_solution
 from coursekit.course.lessons import ROOT, all_lessons
 from coursekit.course.mistakes import read_alternatives
 from coursekit.course.sources import source_to_notebook
-from coursekit.grading.similarity import compare
+from coursekit.grading.similarity import similarity_of
 
 DISGUISES = ("rename", "reorder", "comments")
 
@@ -168,7 +168,8 @@ class Independent:
 def independent_answers(root: Path = ROOT) -> list[Independent]:
     """Every pair of the course's own independently written answers to one exercise: each
     lesson's solution and its alternatives.yml, compared exercise by exercise, the exercise's
-    released stub left out, as the class's answers are compared."""
+    released stub left out, normalised as the class's answers are compared
+    (coursekit.grading.similarity.similarity_of)."""
     found = []
     for item in all_lessons(root):
         alternatives = read_alternatives(item.source.parent)
@@ -179,8 +180,9 @@ def independent_answers(root: Path = ROOT) -> list[Independent]:
         for cell in sorted({a.cell for a in alternatives}):
             texts = {"solution": solved[cell]} | {a.name: a.new for a in alternatives
                                                   if a.cell == cell}  # fmt: skip
+            report = similarity_of({n: {cell: t} for n, t in texts.items()},
+                                   {cell: stubs.get(cell, "")})  # fmt: skip
             found += [
-                Independent(item.assignment, cell, p.first, p.second, p.score)
-                for p in compare(texts, stubs.get(cell, ""))
+                Independent(item.assignment, cell, p.first, p.second, p.score) for p in report.pairs
             ]
     return found

@@ -1,22 +1,29 @@
 """How alike the class's answers are: pairwise similarity of what learners wrote in the solution
 cells, the released code excluded, and an HTML report of the most similar pairs side by side.
 
-The comparison is copydetect's (a well-kept library of the winnowing approach that MOSS uses):
-each learner's answers -- the solution cells of the submitted notebook, in the notebook's order
--- are tokenized by Pygments with every name, function name and string replaced by one letter
-(so renamed variables and changed comments change nothing), cut into k-grams of ``NOISE``
-characters, hashed; the k-grams of the released student edition's solution cells (the stubs
-every learner starts from) are removed as boilerplate. The similarity of A to B is the share of
-A's fingerprinted code that also occurs in B; a pair scores the larger of its two shares, so a
-learner who copied one exercise of a classmate's complete notebook is found too.
+The comparison is copydetect's (a well-kept library of the winnowing approach that MOSS uses).
+Each answer is first normalised (coursekit.grading.normalise: comments, string statements and
+dead statements dropped, spacing and literals written one way by ``ast.unparse``), then tokenized
+by Pygments with every name, function name and string replaced by one letter (so renamed
+variables change nothing), cut into k-grams of ``NOISE`` characters and hashed; the k-grams of
+the released student edition's solution cells (the stubs every learner starts from, normalised
+alike) are removed as boilerplate. The similarity of A to B is the share of A's fingerprinted
+code that also occurs in B; a pair scores the larger of its two shares.
 
-A pair at or above ``[similarity] threshold`` in course.toml (default :data:`THRESHOLD`) is
-*flagged*: reports/<lesson>/similarity.html shows each flagged pair side by side with the shared
-code highlighted (no internet needed to read it) and similarity.csv lists them. Similar is not
-copied: short exercises leave few ways to write them, so read the code before you speak to
-anyone. What the threshold catches and what it lets pass is measured in ``make grade-class``
-(planted copies) and in autograde_tests/test_similarity.py (the course's own correct answers
-written independently, solutions/*/alternatives.yml).
+Each pair is compared twice: its whole answers, and exercise by exercise. A pair is *flagged*
+when its whole answers score at least ``[similarity] threshold`` in course.toml (default
+:data:`THRESHOLD`), or when at least ``exercises`` of its exercises (default :data:`EXERCISES`)
+each score at least ``exercise_threshold`` (default :data:`EXERCISE_THRESHOLD`): a learner who
+copied half the exercises and wrote the rest is found by the second. ``archive`` names a folder
+of earlier terms' submissions (each term a copy of nbgrader's submitted/ folder:
+``<term>/<student>/<lesson>/<notebook>.ipynb``): every submission is compared with those too.
+
+reports/<lesson>/similarity.html shows each flagged pair side by side, as compared, with the
+shared code highlighted (never the released code; no internet needed to read it), and the
+exercises alike; similarity.csv lists them. Similar is not copied: short exercises leave few ways
+to write them, so read the code before you speak to anyone. What is caught and what is let pass
+is measured on disguised copies the course's tests never planted and on its own independently
+written correct answers (coursekit.democlass.detection; ``make grade-class`` prints both rates).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from __future__ import annotations
 import csv
 import html
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from pathlib import Path
 
@@ -34,8 +41,11 @@ import numpy as np
 from coursekit.course import coursefile
 from coursekit.course.cells import grade_id, is_solution
 from coursekit.course.coursefile import CourseFileError
+from coursekit.grading.normalise import defined, normalise_answers
 
 THRESHOLD = 0.75  # measured: see the module's docstring
+EXERCISE_THRESHOLD = 0.9  # an exercise this alike ...
+EXERCISES = 2  # ... in this many exercises flags a pair
 NOISE = 25  # copydetect's default k: matches shorter than this many filtered characters are noise
 WINDOW = 1  # every k-gram is a fingerprint (copydetect's default guarantee = noise threshold)
 SHOWN = 30  # pairs in the HTML report at most
@@ -46,28 +56,59 @@ class Pair:
     first: str
     second: str
     shares: tuple[float, float]  # of the first's code found in the second's, and the reverse
+    alike: tuple[tuple[str, float], ...] = ()  # exercises at the exercise threshold, and scores
 
     @property
     def score(self) -> float:
         return max(self.shares)
 
 
-def threshold(course: Path | None = None) -> float:
-    """``[similarity] threshold`` of the class's course.toml (:data:`THRESHOLD` without one)."""
+@dataclass(frozen=True)
+class Settings:
+    """``[similarity]`` of the class's course.toml."""
+
+    threshold: float = THRESHOLD
+    exercise_threshold: float = EXERCISE_THRESHOLD
+    exercises: int = EXERCISES
+    archive: Path | None = None  # earlier terms' submissions
+
+
+def settings(course: Path | None = None) -> Settings:
+    """``[similarity]`` of the class's course.toml (the defaults without one)."""
     path = coursefile.course_file(course)
     if not path.exists():
-        return THRESHOLD
+        return Settings()
     table = coursefile.table(coursefile.read(path), "similarity", path, required=False)
-    value = float(coursefile.get(table, "threshold", (int, float), path, THRESHOLD))
-    if not 0 < value <= 1:
-        raise CourseFileError(f"{path}: [similarity] threshold = {value}: must be in (0, 1]")
-    return value
+    unknown = set(table) - {"threshold", "exercise_threshold", "exercises", "archive"}
+    if unknown:
+        raise CourseFileError(f"{path}: [similarity] has unknown keys {sorted(unknown)}")
+    found = {}
+    for key, default in (("threshold", THRESHOLD), ("exercise_threshold", EXERCISE_THRESHOLD)):
+        found[key] = float(coursefile.get(table, key, (int, float), path, default))
+        if not 0 < found[key] <= 1:
+            raise CourseFileError(f"{path}: [similarity] {key} = {found[key]}: must be in (0, 1]")
+    found["exercises"] = coursefile.get(table, "exercises", int, path, EXERCISES)
+    if found["exercises"] < 1:
+        raise CourseFileError(f"{path}: [similarity] exercises = {found['exercises']}: at least 1")
+    archive = coursefile.get(table, "archive", str, path, "")
+    return Settings(**found, archive=(path.parent / archive) if archive else None)
+
+
+def threshold(course: Path | None = None) -> float:
+    """``[similarity] threshold`` of the class's course.toml (:data:`THRESHOLD` without one)."""
+    return settings(course).threshold
+
+
+def exercises_of(notebook, solution_ids: list[str]) -> dict[str, str]:
+    """{grade_id: source} of the notebook's solution cells named in ``solution_ids``, in that
+    order ("" for one it lacks)."""
+    by_id = {grade_id(c): c.source for c in notebook.cells if grade_id(c) in solution_ids}
+    return {gid: by_id.get(gid, "") for gid in solution_ids}
 
 
 def answers(notebook, solution_ids: list[str]) -> str:
     """The notebook's solution cells (by grade_id, in ``solution_ids``' order), one text."""
-    by_id = {grade_id(c): c.source for c in notebook.cells if grade_id(c) in solution_ids}
-    return "\n\n".join(by_id.get(gid, "") for gid in solution_ids)
+    return "\n\n".join(exercises_of(notebook, solution_ids).values())
 
 
 def released_answers(release) -> tuple[list[str], str]:
@@ -112,9 +153,10 @@ class _Answers:
         return float(np.sum(slices[1] - slices[0]) / self.print.token_coverage)
 
 
-def compare(texts: dict[str, str], boilerplate: str = "") -> list[Pair]:
-    """Every pair of ``texts`` ({name: code}), most similar first; each distinct text is
-    fingerprinted once (a class hands in many copies of the released notebook)."""
+def compare(texts: dict[str, str], boilerplate: str = "", wanted=None) -> list[Pair]:
+    """Every pair of ``texts`` ({name: code}) (``wanted(a, b)``: only those), most similar first;
+    each distinct text is fingerprinted once (a class hands in many copies of the released
+    notebook)."""
     released = _fingerprint(boilerplate, None).hashes if boilerplate.strip() else set()
     common = np.array(sorted(released)) if released else None
     groups: dict[str, list[str]] = {}
@@ -123,15 +165,33 @@ def compare(texts: dict[str, str], boilerplate: str = "") -> list[Pair]:
     found = {text: _Answers(text, common) for text in groups}
     written = [t for t in groups if found[t].positions.size]  # else nothing but released code
     pairs = []
+    wanted = wanted or (lambda a, b: True)
     for text in written:
         same = (found[text].share_in(found[text]),) * 2
-        pairs += [Pair(a, b, same) for a, b in combinations(groups[text], 2)]
+        pairs += [Pair(a, b, same) for a, b in combinations(groups[text], 2) if wanted(a, b)]
     for one, other in combinations(written, 2):
+        between = [(a, b) for a in groups[one] for b in groups[other] if wanted(a, b)]
+        if not between:
+            continue
         shares = (found[one].share_in(found[other]), found[other].share_in(found[one]))
-        for a in groups[one]:
-            for b in groups[other]:
-                pairs.append(Pair(a, b, shares) if a < b else Pair(b, a, shares[::-1]))
+        for a, b in between:
+            pairs.append(Pair(a, b, shares) if a < b else Pair(b, a, shares[::-1]))
     return sorted(pairs, key=lambda p: (-p.score, p.first, p.second))
+
+
+def alike_exercises(
+    by_learner: dict[str, dict[str, str]], stubs: dict[str, str], limit: float, wanted=None
+) -> dict[tuple[str, str], tuple[tuple[str, float], ...]]:
+    """{(first, second): ((exercise, score), ...)}: the exercises in which a pair's answers
+    score at least ``limit``, each exercise compared on its own, its stub left out."""
+    found: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    for exercise, stub in stubs.items():
+        texts = {who: cells.get(exercise, "") for who, cells in by_learner.items()}
+        for pair in compare(texts, stub, wanted):
+            if pair.score < limit:
+                break  # most similar first
+            found.setdefault((pair.first, pair.second), []).append((exercise, pair.score))
+    return {key: tuple(value) for key, value in found.items()}
 
 
 def released_spans(code: str, boilerplate: str) -> list[tuple[int, int]]:
@@ -185,34 +245,85 @@ def highlighted(first: str, second: str, boilerplate: str = "") -> tuple[str, st
 class SimilarityReport:
     threshold: float
     pairs: list[Pair]  # every pair compared, most similar first
-    texts: dict[str, str]  # what each learner wrote
+    texts: dict[str, str]  # what each learner wrote, as compared (normalised)
     released: str = ""  # what they were given (left out)
+    exercise_threshold: float = EXERCISE_THRESHOLD
+    exercises: int = EXERCISES
+    earlier: int = 0  # submissions of earlier terms compared with this class's
+
+    def is_flagged(self, pair: Pair) -> bool:
+        return pair.score >= self.threshold or len(pair.alike) >= self.exercises
 
     @property
     def flagged(self) -> list[Pair]:
-        return [p for p in self.pairs if p.score >= self.threshold]
+        """The flagged pairs, the likest first (whole answers or an exercise)."""
+        found = [p for p in self.pairs if self.is_flagged(p)]
+        return sorted(found, key=lambda p: (-max([p.score, *(s for _, s in p.alike)]), p.first))
 
     def summary(self) -> str:
-        n = len(self.texts)
+        n = len(self.texts) - self.earlier
+        earlier = f", and {self.earlier} of earlier terms" if self.earlier else ""
         return (
-            f"similarity of the answers (copydetect, threshold {self.threshold:g}): "
-            f"{len(self.flagged)} of the {n * (n - 1) // 2} pairs of {n} submissions flagged"
+            f"similarity of the answers (copydetect, threshold {self.threshold:g}, or "
+            f"{self.exercises} exercises at {self.exercise_threshold:g}): "
+            f"{len(self.flagged)} of {len(self.pairs)} pairs of {n} submissions{earlier} flagged"
         )
 
 
+EARLIER = "earlier term"  # the names of archived submissions begin so: "earlier term 2025/ann"
+
+
+def _earlier(archive: Path | None, lesson) -> dict[str, Path]:
+    """{name: notebook} of the archived submissions of ``lesson`` (see the module's docstring)."""
+    if archive is None or not archive.is_dir():
+        return {}
+    pattern = f"*/*/{lesson.assignment}/{lesson.name}.ipynb"
+    return {f"{EARLIER} {p.parts[-4]}/{p.parts[-3]}": p for p in sorted(archive.glob(pattern))}
+
+
+def similarity_of(
+    answered: dict[str, dict[str, str]], stubs: dict[str, str], found: Settings = Settings()
+) -> SimilarityReport:
+    """The report on ``answered`` ({learner: {exercise: code}}, as handed in) given ``stubs``
+    ({exercise: released code}, in the notebook's order): what :func:`class_similarity` reports
+    of a class, and what coursekit.democlass.detection measures."""
+    keep = set().union(*(defined(code) for code in stubs.values()))  # the exercises' functions
+    stubs = normalise_answers(stubs, keep)
+    by_learner = {
+        name: normalise_answers({gid: cells.get(gid, "") for gid in stubs}, keep)
+        for name, cells in answered.items()
+    }
+
+    def wanted(a: str, b: str) -> bool:  # never two earlier submissions with each other
+        return not (a.startswith(EARLIER) and b.startswith(EARLIER))
+
+    texts = {name: "\n\n".join(cells.values()) for name, cells in by_learner.items()}
+    released = "\n\n".join(stubs.values())
+    alike = alike_exercises(by_learner, stubs, found.exercise_threshold, wanted)
+    pairs = [replace(p, alike=alike.get((p.first, p.second), ()))
+             for p in compare(texts, released, wanted)]  # fmt: skip
+    earlier = sum(name.startswith(EARLIER) for name in texts)
+    return SimilarityReport(found.threshold, pairs, texts, released, found.exercise_threshold,
+                            found.exercises, earlier)  # fmt: skip
+
+
 def class_similarity(course: Path, lesson, students: list[str], limit: float | None = None):
-    """The similarity of ``students``' submissions of ``lesson`` in ``course`` (a notebook that
-    cannot be read is left out)."""
+    """The similarity of ``students``' submissions of ``lesson`` in ``course``, with each other
+    and with the archive's (a notebook that cannot be read is left out)."""
     lesson = lesson.in_course(course)
-    ids, released = released_answers(nbformat.read(lesson.student_notebook, 4))
-    texts = {}
-    for student in students:
+    found = settings(course)
+    if limit is not None:
+        found = replace(found, threshold=limit)
+    release = nbformat.read(lesson.student_notebook, 4)
+    ids, _ = released_answers(release)
+    notebooks = {s: lesson.submitted(s) for s in students} | _earlier(found.archive, lesson)
+    answered = {}
+    for name, path in notebooks.items():
         try:
-            texts[student] = answers(nbformat.read(lesson.submitted(student), 4), ids)
+            answered[name] = exercises_of(nbformat.read(path, 4), ids)
         except Exception:  # noqa: BLE001 -- screening reports unreadable submissions already
             continue
-    limit = threshold(course) if limit is None else limit
-    return SimilarityReport(limit, compare(texts, released), texts, released)
+    return similarity_of(answered, exercises_of(release, ids), found)
 
 
 # ---------------------------------------------------------------- the report's files
@@ -230,27 +341,33 @@ def write_reports(folder: Path, report: SimilarityReport, title: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "similarity.csv").open("w", newline="") as handle:
         out = csv.writer(handle)
-        out.writerow(["first", "second", "score", "share_of_first", "share_of_second"])
+        out.writerow(["first", "second", "score", "share_of_first", "share_of_second",
+                      "exercises_alike"])  # fmt: skip
         for p in report.flagged:
+            alike = " ".join(f"{name}:{score:.3f}" for name, score in p.alike)
             out.writerow([p.first, p.second, f"{p.score:.3f}", f"{p.shares[0]:.3f}",
-                          f"{p.shares[1]:.3f}"])  # fmt: skip
+                          f"{p.shares[1]:.3f}", alike])  # fmt: skip
     shown = report.flagged[:SHOWN] or report.pairs[:3]
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
-        f"<p>{html.escape(report.summary())}. Highlighted: the code the two share, after names, "
-        "strings and comments are set aside; the released code is left out. Similar is not "
-        "copied: read both before you speak to anyone.</p>",
+        f"<p>{html.escape(report.summary())}. Shown as compared: comments, string statements "
+        "and dead statements dropped, spacing and numbers written one way. Highlighted: the code "
+        "the two share, after names and strings are set aside; the released code is left out "
+        "and never highlighted. Similar is not copied: read both before you speak to "
+        "anyone.</p>",
     ]
     if not report.flagged:
         parts.append("<p>No pair reaches the threshold; the most similar pairs:</p>")
     for p in shown:
         left, right = highlighted(report.texts[p.first], report.texts[p.second], report.released)
+        alike = ", ".join(f"{html.escape(name)} {score:.0%}" for name, score in p.alike)
         parts.append(
             f"<h2>{html.escape(p.first)} and {html.escape(p.second)}: {p.score:.0%} "
             f"({p.shares[0]:.0%} of {html.escape(p.first)}'s answers in the other's, "
-            f"{p.shares[1]:.0%} the reverse)</h2><table><tr><td><pre>{left}</pre></td>"
-            f"<td><pre>{right}</pre></td></tr></table>"
+            f"{p.shares[1]:.0%} the reverse)</h2>"
+            + (f"<p>Exercises alike: {alike}</p>" if alike else "")
+            + f"<table><tr><td><pre>{left}</pre></td><td><pre>{right}</pre></td></tr></table>"
         )
     page = folder / "similarity.html"
     page.write_text("\n".join(parts + ["</body></html>"]), encoding="utf-8")
