@@ -32,7 +32,7 @@ from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.mistakes import fill_solutions
 from coursekit.course.nbgrader_cli import nbgrader
 from coursekit.course.sources import source_to_notebook
-from coursekit.grading import classgrade, feedback, tempcourse
+from coursekit.grading import classgrade, feedback, regrades, tempcourse
 from coursekit.grading.classgrade import grade_class
 from coursekit.grading.gradebook import open_gradebook
 from coursekit.grading.lms import MOODLE_IDENTIFIERS, POINTS_POSSIBLE
@@ -83,6 +83,7 @@ HISTORY_LEAK = "\n".join([
 ])  # fmt: skip
 LEAKS = {"prints-history": {"soft_lookup": ("weights = softmax(", HISTORY_LEAK)}}
 _EXTENSIONS = {s: spec[1] for s, spec in CLASS.items() if spec[1]}
+ABSENT = "absent"  # in the roster, hands nothing in
 COURSE_TOML = """[course]
 roster = "roster.csv"
 
@@ -129,7 +130,8 @@ def write_class(course: Path, due: datetime = DUE, extensions: dict | None = Non
     people = "".join(f"{s},student,Student {s},{s}@example.org,{100 + i},S{i},{s},A\n"
                      for i, s in enumerate([*CLASS, *WRONG, *HELD, *LEAKS]))  # fmt: skip
     header = "username,role,name,email,lms_id,sis_user_id,sis_login_id,section\n"
-    (room / "roster.csv").write_text(header + people + "prof,instructor,,,,,,\n")
+    absent = f"{ABSENT},student,Student {ABSENT},{ABSENT}@example.org,99,S99,{ABSENT},A\n"
+    (room / "roster.csv").write_text(header + people + absent + "prof,instructor,,,,,,\n")
     if extensions is None:
         extensions = _EXTENSIONS
     rows = "".join(f"{s},{LESSON.assignment},{span}\n" for s, span in extensions.items())
@@ -266,12 +268,12 @@ def test_before_the_due_date_feedback_shows_the_visible_tests_only(graded):
     assert dots.grade_id == "test_dot_scores" and dots.message[:40] in visible_fails
 
 
-def _lms_export(course: Path, exporter: str) -> tuple[int, list[list[str]], str]:
+def _lms_export(course: Path, exporter: str, *more: str) -> tuple[int, list[list[str]], str]:
     """(exit code, the rows written, nbgrader's log) of `nbgrader export --exporter=...`."""
     out = course / f"{exporter}.csv"
     out.unlink(missing_ok=True)
     done = nbgrader("export", f"--exporter=coursekit.grading.lms.{exporter}", f"--to={out}",
-                    root=course)  # fmt: skip
+                    *more, root=course)  # fmt: skip
     rows = list(csv.reader(out.open(newline=""))) if out.exists() else []
     return done.returncode, rows, done.stderr
 
@@ -323,13 +325,34 @@ def test_grades_go_to_moodle_keyed_by_email(graded):
     table = graded.rows()
     for email, score in rows[1:]:
         student = email.split("@")[0]
+        if student == ABSENT:
+            assert score == "0", score  # nothing handed in, and the lesson is due
+            continue
         if table[student]["status"] == "held":
-            assert score == "", (student, score)  # no grade yet: held for review
+            assert score == "-", (student, score)  # Moodle's "no grade": held for review
             continue
         assert float(score) == pytest.approx(float(table[student]["score"]), abs=0.005)
 
 
 EXAMPLES = [("canvas_grades.csv", check_canvas_format), ("moodle_grades.csv", check_moodle_format)]
+
+
+def test_a_lesson_not_due_yet_is_exported_only_when_asked(graded):
+    """Due in two days (no feedback, no grades yet): the exports leave the lesson out and say so;
+    asked for by name, work not handed in yet gets no grade (Moodle's '-', Canvas's blank)."""
+    write_class(graded.course, due=datetime.now(UTC) + timedelta(days=2))
+    try:
+        code, rows, log = _lms_export(graded.course, "MoodleExport")
+        assert code == 0 and rows[0] == ["Email address"], rows[0]
+        assert "lesson01 left out: it is due, with every extension, at" in log
+        asked = _lms_export(graded.course, "MoodleExport", "--assignment=lesson01")
+        canvas = _lms_export(graded.course, "CanvasExport", "--assignment=lesson01")
+    finally:
+        write_class(graded.course)
+    check_moodle_format(asked[1])
+    assert dict(asked[1][1:])[f"{ABSENT}@example.org"] == "-"
+    assert next(r for r in canvas[1] if r[0] == f"Student {ABSENT}")[5] == ""
+    assert "lesson01 19" in asked[2]  # the maximum to give Moodle's grade item
 
 
 @pytest.mark.parametrize("example, check", EXAMPLES)
@@ -349,6 +372,37 @@ def test_an_export_with_students_missing_from_the_roster_names_them(graded):
             assert "2 student(s) missing from the roster" in log and "late, very-late" in log, log
     finally:
         roster.write_text(kept)
+
+
+def test_points_per_test_cell_and_a_regrade_reach_every_export(graded):
+    """reports/<lesson>/points.csv has each student's points per test cell, item_statistics.csv
+    each cell's; a regrade request answered with points changes them, and nbgrader export and
+    the LMS file count it."""
+    folder = graded.course / "reports" / LESSON.assignment
+    with (folder / "points.csv").open() as handle:
+        points = {row["student"]: row for row in csv.DictReader(handle)}
+    lookup = _hidden_cells()["test_soft_lookup"]
+    assert float(points["hidden-fails"]["test_soft_lookup"]) == 0.0
+    assert float(points["early"]["test_soft_lookup"]) == lookup
+    assert float(points["late"]["total"]) == graded.report.rows[0].max_score
+    with (folder / "item_statistics.csv").open() as handle:
+        items = {row["test_cell"]: row for row in csv.DictReader(handle)}
+    assert set(items) == {c.grade_id for c in graded.report.rows[0].cells}
+    assert 0 < float(items["test_soft_lookup"]["share_full"]) < 1
+    regrades.request(graded.course, LESSON.in_course(graded.course), "hidden-fails",
+                     "test_soft_lookup", "my lookup broadcasts over the batch")  # fmt: skip
+    regrades.answer(graded.course, LESSON.in_course(graded.course), "hidden-fails",
+                    "test_soft_lookup", "agreed after a look", points=lookup)  # fmt: skip
+    maximum = graded.report.rows[0].max_score
+    assert float(graded.rows()["hidden-fails"]["score"]) == maximum
+    assert float({r["student_id"]: r for r in _export(graded.course)}["hidden-fails"]["score"]) == (
+        maximum
+    )
+    moodle = dict(_lms_export(graded.course, "MoodleExport")[1][1:])
+    assert float(moodle["hidden-fails@example.org"]) == maximum
+    with (folder / "points.csv").open() as handle:
+        row = next(r for r in csv.DictReader(handle) if r["student"] == "hidden-fails")
+    assert float(row["test_soft_lookup"]) == lookup
 
 
 def _late_penalty(course: Path, student: str) -> float:

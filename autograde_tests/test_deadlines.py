@@ -10,8 +10,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from coursekit.course.coursefile import CourseFileError
-from coursekit.grading.deadlines import LatePolicy, load, parse_date, parse_span
+from coursekit.course.coursefile import CourseFileError, read_roster
+from coursekit.grading.deadlines import (
+    CourseFileWarning,
+    LatePolicy,
+    load,
+    parse_date,
+    parse_span,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -94,6 +100,18 @@ def test_the_penalty_is_what_the_policy_says(policy, late_s, expected):
         ("", 'policy = "none"\npenalty = 3', r"unknown keys \['penalty'\]"),
         ("", "percent = true", "'percent' must be a int or float, got True"),
         ("lesson01 = 2026-03-02T23:59:00", "[x", "not valid TOML"),
+        ('timezone = "Europe/Berlln"', "", "'Europe/Berlln' is no time zone this machine knows"),
+        ("timezone = 1", "", "timezone = 1: give a name in quotes"),
+        (
+            'timezone = "Europe/Berlin"\nlesson01 = 2026-03-29T02:30:00',
+            "",
+            "2026-03-29 02:30:00 does not exist in Europe/Berlin",
+        ),
+        (
+            'timezone = "Europe/Berlin"\nlesson01 = 2026-10-25T02:30:00',
+            "",
+            r"happens twice in Europe/Berlin .*2026-10-25T02:30:00\+02:00 or .*\+01:00",
+        ),
     ],
 )
 def test_a_bad_date_or_policy_says_what_is_wrong(tmp_path, monkeypatch, deadlines, late, message):
@@ -112,6 +130,8 @@ def test_a_bad_date_or_policy_says_what_is_wrong(tmp_path, monkeypatch, deadline
         ("ann,lesson01,0h", "extends nothing"),
         ("ann,lesson01,1d\nann,lesson01,2d", "line 3: ann already has an extension"),
         ("ann,lesson01", "expected 'username,lesson,extension'"),
+        ("ann,lesson01,9999999999d", "line 2: an extension of '9999999999d' is more than a year"),
+        ("ann,lesson01,9000h", "more than a year"),
     ],
 )
 def test_a_bad_extension_names_the_line(tmp_path, monkeypatch, rows, message):
@@ -130,3 +150,45 @@ def test_dates_and_spans():
     assert parse_date("2026-03-02T23:59Z", "x") == datetime(2026, 3, 2, 23, 59, tzinfo=UTC)
     assert parse_span("36h", "x") == timedelta(hours=36)
     assert parse_span("1.5d", "x") == timedelta(hours=36)
+
+
+def test_a_named_time_zone_gets_a_deadline_after_a_dst_change_right(tmp_path, monkeypatch):
+    """Europe/Berlin: 23:59 is 22:59 UTC in winter (CET) and 21:59 UTC in summer (CEST), one
+    date-time written the same way for both; an offset given still wins."""
+    monkeypatch.delenv("CLASSROOM_COURSE", raising=False)
+    (tmp_path / "solutions" / "lesson02").mkdir(parents=True)
+    (tmp_path / "solutions" / "lesson02" / "sdpa.md").write_text("")
+    found = _class(tmp_path, 'timezone = "Europe/Berlin"\n'
+                   "lesson01 = 2026-10-26T23:59:00\n"  # the day after the clocks went back
+                   "lesson02 = 2026-07-01T23:59:00+00:00")  # fmt: skip
+    assert found.due_date("lesson01") == datetime(2026, 10, 26, 22, 59, tzinfo=UTC)
+    assert found.due_date("lesson02") == datetime(2026, 7, 1, 23, 59, tzinfo=UTC)
+    assert found.local(found.due_date("lesson01")) == "2026-10-26 23:59 CET"
+    summer = _class(tmp_path, 'timezone = "Europe/Berlin"\nlesson01 = 2026-10-24T23:59:00')
+    assert summer.due_date("lesson01") == datetime(2026, 10, 24, 21, 59, tzinfo=UTC)
+    assert summer.local(summer.due_date("lesson01")) == "2026-10-24 23:59 CEST"
+
+
+@pytest.mark.parametrize(
+    "late, ignored",
+    [
+        ('policy = "none"\ncutoff_hours = 24', "policy 'none' ignores cutoff_hours = 24"),
+        ('policy = "none"\npercent = 10', "policy 'none' ignores percent = 10"),
+        ('policy = "zero"\npercent = 10', "policy 'zero' ignores percent = 10"),
+        ('policy = "zero"\ncap = 50\ncutoff_hours = 24', "policy 'zero' ignores cap = 50"),
+    ],
+)
+def test_a_setting_the_policy_ignores_is_warned_about(tmp_path, monkeypatch, late, ignored):
+    monkeypatch.delenv("CLASSROOM_COURSE", raising=False)
+    with pytest.warns(CourseFileWarning, match=ignored):
+        _class(tmp_path, late=late)
+
+
+def test_files_saved_by_excel_with_a_byte_order_mark_are_read(tmp_path, monkeypatch):
+    monkeypatch.delenv("CLASSROOM_COURSE", raising=False)
+    found = _class(tmp_path, late='policy = "per-day"\npercent = 10',
+                   extensions="\ufeffusername,lesson,extension\r\nann,lesson01,2d\r\n")  # fmt: skip
+    assert found.extension("ann", "lesson01") == timedelta(days=2)
+    roster = tmp_path / "classroom" / "roster.csv"
+    roster.write_text("\ufeff" + ROSTER, encoding="utf-8")
+    assert [m.username for m in read_roster(roster)] == ["ann", "bo", "cy"]

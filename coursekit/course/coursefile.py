@@ -106,7 +106,7 @@ def read_roster(path: Path) -> list[Member]:
     """``username,role`` rows (a header line first; more columns from OPTIONAL after those two);
     every username once, every role known."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # Excel's "CSV UTF-8" has a BOM
     except FileNotFoundError:
         raise CourseFileError(f"{path}: no such roster") from None
     rows = list(csv.reader(text.splitlines()))

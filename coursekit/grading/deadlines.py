@@ -4,7 +4,9 @@ The class's course.toml (coursekit.course.coursefile) holds each lesson's due da
 policy and the name of the extensions file beside it::
 
     [deadlines]
-    lesson01 = 2026-03-02T23:59:00+01:00   # a TOML date-time with its offset (or the same, quoted)
+    timezone = "Europe/Berlin"             # optional: date-times without an offset are local
+    lesson01 = 2026-03-02T23:59:00         # ... so this is 23:59 in Berlin, summer or winter
+    lesson02 = 2026-03-09T23:59:00+01:00   # a date-time with its offset (or the same, quoted)
 
     [late]
     policy = "per-day"      # none | per-hour | per-day | zero
@@ -23,7 +25,10 @@ writes the due date and the student's extension into the gradebook from course.t
 place they are kept; :func:`write` does the same for a whole class before it is graded.
 
 Without a course.toml (a temporary course, a learner's ``make check``) nothing is late and the
-gradebook's due dates are left alone.
+gradebook's due dates are left alone. The penalty is fixed, in points, when autograde runs: a
+grade changed by hand in formgrader afterwards keeps it (a regrade through
+coursekit.grading.regrades takes it again). Keep nbgrader's ``Exchange.timezone`` at UTC: its
+timestamps are read back in that zone (``CEST`` would be misread as UTC).
 """
 
 from __future__ import annotations
@@ -33,9 +38,11 @@ import json
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import LateSubmissionPlugin
@@ -93,6 +100,12 @@ class Deadlines:
     due: dict[str, datetime] = field(default_factory=dict)  # {assignment: due date, UTC}
     policy: LatePolicy = LatePolicy()
     extensions: dict[tuple[str, str], timedelta] = field(default_factory=dict)
+    zone: str = "UTC"  # [deadlines] timezone: where the class reads its due dates
+
+    def local(self, moment: datetime) -> str:
+        """``moment`` as the class reads it: in its time zone, named."""
+        here = moment.astimezone(ZoneInfo(self.zone))
+        return f"{here:%Y-%m-%d %H:%M} {here.tzname() if self.zone != 'UTC' else 'UTC'}"
 
     def due_date(self, assignment: str) -> datetime | None:
         return self.due.get(assignment)
@@ -133,7 +146,9 @@ def load(course: Path | None = None) -> Deadlines | None:
         return None
     data = coursefile.read(path)
     lessons = {item.assignment for item in all_lessons(Path(course or ROOT))}
-    due = _due_dates(coursefile.table(data, "deadlines", path, required=False), path, lessons)
+    table = dict(coursefile.table(data, "deadlines", path, required=False))
+    zone = _zone(table.pop("timezone", "UTC"), path)
+    due = _due_dates(table, path, lessons, zone)
     late = coursefile.table(data, "late", path, required=False)
     policy = _policy(late, path)
     extensions = {}
@@ -142,26 +157,59 @@ def load(course: Path | None = None) -> Deadlines | None:
         roster = coursefile.read_roster(coursefile.roster_path(path))
         students = {m.username for m in roster if m.role == "student"}
         extensions = read_extensions(path.parent / name, students, set(due))
-    return Deadlines(path, due, policy, extensions)
+    return Deadlines(path, due, policy, extensions, zone)
 
 
 def _named() -> bool:
     return bool(os.environ.get(coursefile.ENVIRONMENT))
 
 
-def _due_dates(table: dict, path: Path, lessons: set[str]) -> dict[str, datetime]:
+def _zone(name, path: Path) -> str:
+    """``[deadlines] timezone``: an IANA time zone name (Europe/Berlin, America/New_York)."""
+    where = f"{path}: [deadlines] timezone"
+    if not isinstance(name, str):
+        raise CourseFileError(f'{where} = {name!r}: give a name in quotes, e.g. "Europe/Berlin"')
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise CourseFileError(
+            f"{where} = {name!r} is no time zone this machine knows (an IANA name such as "
+            '"Europe/Berlin" or "America/New_York"; `pip install tzdata` where the system '
+            "has none)"
+        ) from None
+    return name
+
+
+def _due_dates(table: dict, path: Path, lessons: set[str], zone: str) -> dict[str, datetime]:
     due = {}
     for lesson, value in table.items():
         where = f"{path}: [deadlines] {lesson}"
         if lessons and lesson not in lessons:
             raise CourseFileError(f"{where}: no such lesson (the lessons: {sorted(lessons)})")
-        due[lesson] = parse_date(value, where)
+        due[lesson] = parse_date(value, where, zone)
     return due
 
 
-def parse_date(value, where: str) -> datetime:
-    """A due date with its time zone, as a TOML date-time or an ISO 8601 string, in UTC."""
-    example = "e.g. 2026-03-02T23:59:00+01:00, or ...Z for UTC"
+def _localised(value: datetime, zone: str, where: str) -> datetime:
+    """A date-time without an offset, in ``zone``: refused where that local time does not exist
+    (the hour skipped when clocks go forward) or exists twice (the hour repeated)."""
+    here = ZoneInfo(zone)
+    first, second = value.replace(tzinfo=here, fold=0), value.replace(tzinfo=here, fold=1)
+    exists = first.astimezone(UTC).astimezone(here).replace(tzinfo=None) == value
+    if not exists:
+        raise CourseFileError(f"{where}: {value} does not exist in {zone} (the clocks skip it)")
+    if first.utcoffset() != second.utcoffset():
+        raise CourseFileError(
+            f"{where}: {value} happens twice in {zone} (the clocks go back): give the offset, "
+            f"e.g. {first.isoformat()} or {second.isoformat()}"
+        )
+    return first
+
+
+def parse_date(value, where: str, zone: str = "UTC") -> datetime:
+    """A due date, as a TOML date-time or an ISO 8601 string, in UTC: with its offset, or,
+    without one, in the class's time ``zone`` when course.toml names one."""
+    example = "e.g. 2026-03-02T23:59:00+01:00, ...Z for UTC, or [deadlines] timezone"
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.strip())
@@ -173,6 +221,8 @@ def parse_date(value, where: str) -> datetime:
         raise CourseFileError(f"{where}: {value} has no time of day ({example})")
     if not isinstance(value, datetime):
         raise CourseFileError(f"{where}: {value!r} is not a date and time ({example})")
+    if (value.tzinfo is None or value.utcoffset() is None) and zone != "UTC":
+        value = _localised(value, zone, where)
     if value.tzinfo is None or value.utcoffset() is None:
         raise CourseFileError(f"{where}: {value} has no time zone ({example})")
     return value.astimezone(UTC)
@@ -195,6 +245,12 @@ def _policy(late: dict, path: Path) -> LatePolicy:
     percent = _number(late, "percent", path, None, 0, 100)
     if kind in UNIT and percent is None:
         raise CourseFileError(f"{path}: [late] policy {kind!r} needs percent (e.g. 10)")
+    ignored = {"none": ("percent", "cap", "cutoff_hours"), "zero": ("percent", "cap")}
+    for key in [k for k in ignored.get(kind, ()) if k in late]:
+        hint = ('policy = "zero" with cutoff_hours takes the whole score after that many hours'
+                if kind == "none" and key == "cutoff_hours" else "leave it out")  # fmt: skip
+        warnings.warn(f"{path}: [late] policy {kind!r} ignores {key} = {late[key]} ({hint})",
+                      CourseFileWarning, stacklevel=3)  # fmt: skip
     return LatePolicy(
         kind,
         percent or 0.0,
@@ -203,11 +259,17 @@ def _policy(late: dict, path: Path) -> LatePolicy:
     )
 
 
+LONGEST = timedelta(days=366)  # an extension longer than this is a typo
+
+
 def parse_span(text: str, where: str) -> timedelta:
-    """``48h``, ``3d``, ``2d12h``, ``1.5d``: a positive length of time."""
+    """``48h``, ``3d``, ``2d12h``, ``1.5d``: a positive length of time, a year at most."""
     found = _SPAN.match(text.strip())
     if not text.strip() or not found or not any(found.groups()):
         raise CourseFileError(f"{where}: {text!r} is not a length of time (e.g. 48h, 3d, 2d12h)")
+    days = float(found["d"] or 0) + float(found["h"] or 0) / 24
+    if days > LONGEST.days:
+        raise CourseFileError(f"{where}: an extension of {text!r} is more than a year")
     span = timedelta(days=float(found["d"] or 0), hours=float(found["h"] or 0))
     if span <= timedelta():
         raise CourseFileError(f"{where}: an extension of {text!r} extends nothing")
@@ -218,7 +280,8 @@ def read_extensions(path: Path, students: set[str], lessons: set[str]):
     """{(student, lesson): extension} from ``username,lesson,extension`` rows; every student in
     the roster, every lesson one with a due date, each pair once."""
     try:
-        rows = list(csv.reader(path.read_text(encoding="utf-8").splitlines()))
+        # utf-8-sig: Excel saves "CSV UTF-8" with a byte-order mark before the header
+        rows = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))
     except FileNotFoundError:
         raise CourseFileError(f"{path}: no such extensions file") from None
     if not rows or [c.strip().lower() for c in rows[0]] != EXTENSIONS_HEADER:
@@ -260,6 +323,7 @@ def hand_over(deadlines: Deadlines | None, folder: Path) -> Path:
             "policy": [deadlines.policy.kind, deadlines.policy.percent, deadlines.policy.cap,
                        deadlines.policy.cutoff_hours],
             "extensions": [[s, a, e.total_seconds()] for (s, a), e in deadlines.extensions.items()],
+            "zone": deadlines.zone,
         }  # fmt: skip
     path = Path(folder) / "deadlines.json"
     path.write_text(json.dumps(data))
@@ -275,6 +339,7 @@ def _from_json(path: Path) -> Deadlines | None:
         {a: datetime.fromisoformat(d) for a, d in data["due"].items()},
         LatePolicy(*data["policy"]),
         {(s, a): timedelta(seconds=e) for s, a, e in data["extensions"]},
+        data.get("zone", "UTC"),
     )
 
 
@@ -335,6 +400,10 @@ class ApplyDeadlines(NbGraderPreprocessor):
             except MissingEntry:
                 pass  # nothing graded yet: nothing held
         return nb, resources
+
+
+class CourseFileWarning(UserWarning):
+    """course.toml says something that has no effect (a setting the policy ignores)."""
 
 
 class CoursePenalty(LateSubmissionPlugin):

@@ -120,6 +120,12 @@ def release_time(course: Path, assignment: str) -> datetime | None:
     return found.last_due(assignment) if found else None
 
 
+def shown(course: Path, when: datetime) -> str:
+    """``when`` as the class reads it: in course.toml's [deadlines] timezone (else UTC)."""
+    found = deadlines.load(course)
+    return found.local(when) if found else f"{when:%Y-%m-%d %H:%M} UTC"
+
+
 def _hidden_span(source: str) -> range:
     """The 1-based lines of ``source`` from its BEGIN HIDDEN TESTS marker to its END."""
     lines = source.splitlines()
@@ -159,11 +165,9 @@ def _put_before_hidden(cell, text: str) -> None:
     cell.source = "\n".join(lines[:at] + text.split("\n") + lines[at:])
 
 
-def _withhold(cell, when: datetime) -> None:
+def _withhold(cell, when: str) -> None:
     cell.outputs = [out for out in cell.get("outputs", []) if out.get("output_type") != "error"]
-    _put_before_hidden(
-        cell, f"# The hidden tests' result is shown after the due date ({when:%Y-%m-%d %H:%M} UTC)."
-    )
+    _put_before_hidden(cell, f"# The hidden tests' result is shown after the due date ({when}).")
     cell.metadata[WITHHELD] = True
 
 
@@ -173,7 +177,8 @@ class ReleaseByPolicy(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
-        when = release_time(Path(CourseDirectory(config=self.config).root), info["assignment"])
+        course = Path(CourseDirectory(config=self.config).root)
+        when = release_time(course, info["assignment"])
         released = when is None or datetime.now(UTC) >= when
         lines = sorted(hidden_lines(nb), key=len, reverse=True)
         withheld = 0
@@ -184,11 +189,11 @@ class ReleaseByPolicy(NbGraderPreprocessor):
             if released:
                 _put_before_hidden(cell, _summary(cell, outcome, message, lines))
             elif outcome != "not run":  # a visible failure is the learner's to see now
-                _withhold(cell, when)
+                _withhold(cell, shown(course, when))
                 withheld += 1
         if withheld:
             text = (
-                f"**Feedback before the due date** ({when:%Y-%m-%d %H:%M} UTC): it shows the "
+                f"**Feedback before the due date** ({shown(course, when)}): it shows the "
                 f"visible tests only. The results of {withheld} test cells with hidden tests "
                 "are neither shown nor counted in the score above until after the due date."
             )
@@ -238,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     except CourseFileError as problem:
         sys.exit(f"feedback: {problem}")
     if when is not None and datetime.now(UTC) < when:
-        due = f"{args.lesson} is due, with every extension, at {when:%Y-%m-%d %H:%M} UTC"
+        due = f"{args.lesson} is due, with every extension, at {shown(args.course, when)}"
         if not args.before_due_date:
             sys.exit(
                 f"feedback refused: {due}. Feedback written now shows the visible tests only; "

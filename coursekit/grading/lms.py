@@ -5,9 +5,13 @@
 
 Both are nbgrader ``ExportPlugin`` subclasses, so they read the gradebook exactly as stock
 ``nbgrader export`` does: one score per student and lesson, the late penalty taken off and never
-below 0, and 0 for a lesson not handed in. A submission whose points are held for review
-(coursekit.grading.holds) is left blank, not 0, and named in the log: the LMS would otherwise
-show a failing grade for work that is only waiting for a look.
+below 0, and 0 for a lesson not handed in once it is due. A submission whose points are held for
+review (coursekit.grading.holds) gets no grade (Canvas: blank; Moodle: ``-``, its "no grade":
+Moodle reads a blank cell as 0 for a new grade item), and is named in the log: the LMS would
+otherwise show a failing grade for work that is only waiting for a look. A lesson that is not
+due yet (its due date plus every extension, course.toml) is left out, with a note in the log,
+unless it is asked for by name (``--assignment lesson02``): then work not handed in yet gets no
+grade either.
 
 The LMS knows its students by its own ids, which the class's roster (classroom/roster.csv, read
 by coursekit.course.coursefile) carries beside the account names: ``name``, ``email``,
@@ -22,7 +26,11 @@ with a message that names them: a grade the LMS cannot place is a grade lost.
   Login ID: a student needs one of ``lms_id``, ``sis_user_id``, ``sis_login_id``.
 * **Moodle** (Grades > Import > CSV file): one identifier column and one column per lesson;
   on import, "Map from" the identifier column "Map to" the same user field and map each lesson
-  column to its grade item (or a new one). ``[lms] moodle_identifier`` picks the identifier:
+  column to its grade item, made first with the lesson's maximum as its maximum grade (the log
+  names each maximum): a grade item the import makes is out of 100, and the file cannot say
+  otherwise. One student Moodle does not know by that field (or two who share it) stops the
+  whole import: export only those it knows (``--student``). ``[lms] moodle_identifier`` picks
+  the identifier:
   ``email`` (the default; the roster's ``email``), ``username`` (the roster's ``username``) or
   ``idnumber`` (the roster's ``sis_user_id``).
 
@@ -34,7 +42,8 @@ from __future__ import annotations
 
 import csv
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from nbgrader.coursedir import CourseDirectory
@@ -42,6 +51,7 @@ from nbgrader.plugins import ExportPlugin
 
 from coursekit.course import coursefile
 from coursekit.course.coursefile import CourseFileError, Member
+from coursekit.grading import deadlines
 from coursekit.grading.holds import is_held
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -63,37 +73,58 @@ class Grades:
     """What the gradebook holds, as stock nbgrader export counts it."""
 
     assignments: list[tuple[str, float]]  # (name, maximum), in the gradebook's order
-    scores: dict[tuple[str, str], float | None]  # (student, assignment) -> score; None: held
+    scores: dict[tuple[str, str], float | None]  # (student, assignment) -> score; None: no grade
     students: list[str]  # every student in the gradebook
+    held_ones: set[tuple[str, str]] = field(default_factory=set)  # (student, assignment)
+    open_ones: frozenset[str] = frozenset()  # assignments not due yet
 
     def held(self) -> list[str]:
-        return sorted({f"{s} ({a})" for (s, a), score in self.scores.items() if score is None})
+        return sorted(f"{s} ({a})" for s, a in self.held_ones)
+
+    def score(self, student: str, assignment: str) -> float | None:
+        """What ``student`` gets for ``assignment`` (also a student the gradebook does not know:
+        nothing handed in)."""
+        missing = None if assignment in self.open_ones else 0.0
+        return self.scores.get((student, assignment), missing)
 
 
-def read_grades(gradebook, assignments=(), students=()) -> Grades:
-    """The scores of ``gradebook`` (nbgrader's Gradebook), only the ``assignments`` and
-    ``students`` named (default: all)."""
+def read_grades(gradebook, assignments=None, students=(), open_ones=()) -> Grades:
+    """The scores of ``gradebook`` (nbgrader's Gradebook), only the ``assignments`` (default:
+    all; none if it is empty) and ``students`` (default: all) named; no grade (None) for what is
+    held, and for what is not handed in of an assignment in ``open_ones`` (not due yet)."""
     from nbgrader.api import MissingEntry
 
-    chosen = [a for a in gradebook.assignments if not assignments or a.name in assignments]
+    chosen = [a for a in gradebook.assignments if assignments is None or a.name in assignments]
     people = [s.id for s in gradebook.students if not students or s.id in students]
     scores: dict[tuple[str, str], float | None] = {}
+    held_ones = set()
     for assignment in chosen:
         for student in people:
             try:
                 submission = gradebook.find_submission(assignment.name, student)
-            except MissingEntry:
-                scores[student, assignment.name] = 0.0  # nothing handed in
+            except MissingEntry:  # nothing handed in: 0 once it is due
+                scores[student, assignment.name] = None if assignment.name in open_ones else 0.0
                 continue
             held = any(is_held(nb) for nb in submission.notebooks)
             penalty = submission.late_submission_penalty or 0.0
             score = max(0.0, submission.score - penalty)
             scores[student, assignment.name] = None if held else score
-    return Grades([(a.name, float(a.max_score)) for a in chosen], scores, people)
+            if held:
+                held_ones.add((student, assignment.name))
+    return Grades([(a.name, float(a.max_score)) for a in chosen], scores, people, held_ones,
+                  frozenset(open_ones))  # fmt: skip
 
 
-def _number(value: float | None) -> str:
-    return "" if value is None else f"{round(value, 2):g}"
+def _number(value: float | None, none: str = "") -> str:
+    return none if value is None else f"{round(value, 2):g}"
+
+
+def not_due(course: Path, names: list[str]) -> dict[str, datetime]:
+    """{assignment: when it is due, with every extension} of ``names`` not due yet."""
+    found = deadlines.load(course)
+    now = datetime.now(UTC)
+    due = {name: found.last_due(name) for name in names} if found else {}
+    return {name: when for name, when in due.items() if when is not None and when > now}
 
 
 class _LmsExport(ExportPlugin):
@@ -107,7 +138,11 @@ class _LmsExport(ExportPlugin):
             path = coursefile.course_file(course)
             settings = coursefile.table(coursefile.read(path), "lms", path, required=False)
             roster = coursefile.read_roster(coursefile.roster_path(path))
-            grades = read_grades(gradebook, self.assignment, [str(s) for s in self.student])
+            asked = [str(a) for a in self.assignment]
+            waiting = not_due(course, [a.name for a in gradebook.assignments])
+            left_out = {a: w for a, w in waiting.items() if not asked}
+            chosen = asked or [a.name for a in gradebook.assignments if a.name not in left_out]
+            grades = read_grades(gradebook, chosen, [str(s) for s in self.student], waiting)
             people = _rostered(grades, roster, path)
             if self.student:  # nbgrader export --student [...]: only these
                 people = [m for m in people if m.username in {str(s) for s in self.student}]
@@ -115,11 +150,17 @@ class _LmsExport(ExportPlugin):
         except (ExportError, CourseFileError) as problem:
             self.log.error("%s", problem)
             sys.exit(1)
+        for name, when in left_out.items():
+            self.log.warning(
+                "%s left out: it is due, with every extension, at %s UTC (name it with "
+                "--assignment %s to export it anyway)", name, f"{when:%Y-%m-%d %H:%M}", name
+            )  # fmt: skip
         if grades.held():
             self.log.warning(
-                "left blank, held for review (make accept after a look): %s",
+                "no grade, held for review (make accept after a look): %s",
                 ", ".join(grades.held()),
             )
+        self.announce(grades)
         destination = self.to or self.default_file
         with open(destination, "w", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerows(rows)
@@ -127,6 +168,9 @@ class _LmsExport(ExportPlugin):
 
     def rows(self, grades: Grades, people: list[Member], settings: dict, path: Path):
         raise NotImplementedError
+
+    def announce(self, grades: Grades) -> None:
+        """What the instructor must do in the LMS before importing (nothing by default)."""
 
 
 def _rostered(grades: Grades, roster: list[Member], path: Path) -> list[Member]:
@@ -171,8 +215,7 @@ class CanvasExport(_LmsExport):
         )
         for m in people:
             who = [m.name or m.username, m.lms_id, m.sis_user_id, m.sis_login_id, m.section]
-            rows.append(who + [_number(grades.scores.get((m.username, a), 0.0))
-                               for a, _ in grades.assignments])  # fmt: skip
+            rows.append(who + [_number(grades.score(m.username, a)) for a, _ in grades.assignments])
         return rows
 
 
@@ -192,6 +235,13 @@ class MoodleExport(_LmsExport):
         _require(people, (field,), "Moodle", path)
         rows = [[header] + [name for name, _ in grades.assignments]]
         for m in people:
-            rows.append([getattr(m, field)] + [_number(grades.scores.get((m.username, a), 0.0))
+            rows.append([getattr(m, field)] + [_number(grades.score(m.username, a), "-")
                                                for a, _ in grades.assignments])  # fmt: skip
         return rows
+
+    def announce(self, grades: Grades) -> None:
+        maxima = ", ".join(f"{name} {maximum:g}" for name, maximum in grades.assignments)
+        self.log.warning(
+            "Moodle: map each lesson to a grade item made first with the lesson's maximum grade "
+            "(%s); a grade item the import makes is out of 100", maxima
+        )  # fmt: skip

@@ -11,6 +11,7 @@ from pathlib import Path
 from coursekit.course.lessons import Lesson
 from coursekit.grading import failures
 from coursekit.grading import similarity as likeness
+from coursekit.grading.points import write_points
 from coursekit.grading.results import NotebookResult
 
 REPORTS = "reports"
@@ -147,12 +148,14 @@ def _review(report: ClassReport) -> list[str]:
 
 
 def write_tables(course: Path, report: ClassReport) -> Path:
-    """grades.csv and review.md in reports/<lesson>/ of ``course`` (also after ``make accept``,
-    which changes a student's status but grades nothing); returns that folder."""
+    """grades.csv, review.md and the points per test cell (coursekit.grading.points) in
+    reports/<lesson>/ of ``course`` (also after ``make accept`` or a regrade, which change a
+    student's status or points but grade nothing); returns that folder."""
     folder = Path(course) / REPORTS / report.lesson.assignment
     folder.mkdir(parents=True, exist_ok=True)
     _write_csv(folder / "grades.csv", report)
     (folder / "review.md").write_text("\n".join(_review(report)) + "\n")
+    write_points(folder, report.rows)
     return folder
 
 

@@ -31,6 +31,7 @@ class CellResult:
     score: float  # what the tests gave
     max_score: float
     message: str = ""  # "ExceptionName: message" of a failed test cell; never its code
+    manual: float | None = None  # an instructor's grade (formgrader, a regrade), if any
 
     @property
     def passed(self) -> bool:
@@ -99,14 +100,16 @@ def _graded(gradebook, lesson: Lesson, student: str, maximum: float) -> Notebook
     messages, errors = cell_messages(notebook)
     order = [grade_id(c) for c in notebook.cells if is_graded(c)]
     grades = sorted(nb.grades, key=lambda g: order.index(g.name) if g.name in order else len(order))
+    held = is_held(nb)
     cells = [
-        CellResult(g.name, float(g.auto_score or 0.0), float(g.max_score), messages.get(g.name, ""))
+        CellResult(g.name, float(g.auto_score or 0.0), float(g.max_score), messages.get(g.name, ""),
+                   None if held or g.manual_score is None else float(g.manual_score))
         for g in grades
-    ]
+    ]  # fmt: skip
     return NotebookResult(
         student,
         lesson,
-        "held" if is_held(nb) else "graded",
+        "held" if held else "graded",
         # as nbgrader's export counts it: never below 0
         score=max(0.0, float(sum(g.score or 0.0 for g in nb.grades)) - penalty),
         max_score=maximum,
