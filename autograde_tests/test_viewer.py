@@ -152,3 +152,28 @@ def test_hovering_or_focusing_a_token_shows_where_each_head_attends(browser, axe
         assert not outside, outside
     finally:
         context.close()
+
+
+@pytest.mark.unit
+def test_an_installed_course_carries_the_viewer_and_the_hints(tmp_path):
+    """What `pip install git+...` (Colab) builds: the viewer's style and script and every lesson's
+    hint table travel in the wheel, beside the modules that read them."""
+    import shutil
+    import sys
+    import zipfile
+
+    source = tmp_path / "course"  # a copy: setuptools writes its build/ beside the project
+    for part in ("pyproject.toml", "README.md", "coursekit", "solutions/attention_ref"):
+        copy = shutil.copytree if (ROOT / part).is_dir() else shutil.copy2
+        (source / part).parent.mkdir(parents=True, exist_ok=True)
+        copy(ROOT / part, source / part)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(source)], capture_output=True, text=True,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"attention_ref/viewer/view.js", "attention_ref/viewer/view.css"} <= names
+    tables = {p.name for p in (ROOT / "solutions" / "attention_ref" / "hints").glob("*.json")}
+    assert tables and {f"attention_ref/hints/{name}" for name in tables} <= names
