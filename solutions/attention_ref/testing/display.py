@@ -121,7 +121,7 @@ def compact(shell, etype, value, tb) -> tuple[str, list[str]] | None:
         lines += [_where(shell, filename, line, function), *_statement_lines(filename, line), ""]
     if hidden:
         lines.append(
-            f"({hidden} frame{'s' if hidden > 1 else ''} of the course's checking code not shown: "
+            f"({hidden} frame{'s' if hidden > 1 else ''} of the course's own code not shown: "
             "%tb shows the whole traceback)"
         )
     return evalue, ["\n".join(lines).rstrip("\n")]
