@@ -37,6 +37,8 @@ GROUPS = {
     "test_after_deadline.py": "after-deadline",  # one class graded once: late work, feedback, LMS
     "test_class_report.py": "class-report",  # one synthetic class: failures, similarity
     "test_grading_fails_closed.py": "fails-closed",  # one course, for both tests
+    "test_learner_path.py": "learner-path",  # one clone and `make lab`, for both tests
+    "test_feedback_display.py": "feedback-display",  # one kernel, for every test
 }
 CHAIN_LESSON = re.compile(r"\[(?:mistake-|alternative-)?(lesson\d+)")
 
