@@ -24,7 +24,10 @@ def to_numpy(x) -> np.ndarray:
 
 
 def _num(x) -> str:
-    """A number as a person writes it (not ``np.float32(0.5)``)."""
+    """A number as a person writes it (not ``np.float32(0.5)``); a boolean as True or False
+    (a mask's mismatch reads "got True, expected False", not "got 1, expected 0")."""
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
     try:
         return f"{float(x):.6g}"
     except (TypeError, ValueError):
