@@ -81,3 +81,25 @@ def test_the_planted_copy_is_found_and_graded_like_its_original(graded):
     assert pair.score >= report.similarity.threshold
     page = (course / "reports" / LESSON.assignment / "similarity.html").read_text()
     assert f"{min(copy, original)} and {max(copy, original)}" in page
+
+
+def test_make_grade_class_prints_both_rates_of_the_similarity_report(graded, monkeypatch):
+    """Beside the planted copies of its class, `make grade-class` prints what the report finds of
+    the disguised copies of every lesson and how many honest pairs it flags (measured by
+    coursekit.democlass.detection, held to its goals in test_similarity.py: here one lesson,
+    to see the lines)."""
+    from coursekit.democlass import __main__ as democlass
+    from coursekit.democlass import detection
+
+    _, report, _ = graded
+    every_lesson = detection.measure
+    monkeypatch.setattr(detection, "measure", lambda: every_lesson([LESSON]))
+    lines = democlass._similarity_measured(report)
+    assert lines[1] == "planted copies found: 1 of 1 (renamed variables, reordered functions, " + (
+        "changed comments: the pair of copy and original flagged)"
+    )
+    assert any(line.startswith("disguised copies found: ") for line in lines)
+    assert any(line.startswith("honest pairs flagged: 0 of ") for line in lines)
+    assert any(
+        line.startswith("independent correct answers to one exercise: 0 of ") for line in lines
+    )

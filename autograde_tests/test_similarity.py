@@ -1,14 +1,17 @@
 """The similarity report (coursekit.grading.similarity, copydetect underneath), measured on the
 course's own answers, without grading anything:
 
-* found: every lesson's solved answers, copied with each disguise of coursekit.democlass.copies
-  (renamed variables, reordered functions, changed comments) and with all three, score at or
-  above the default threshold against the original;
-* not flagged: the course's independently written correct answers to one exercise (each
-  lesson's solution and its alternatives.yml) stay below it.
+* found: every lesson's solved answers, copied with each planted disguise of
+  coursekit.democlass.copies, and with each disguise of coursekit.democlass.disguises, which the
+  course's other tests never plant (at least 95 % of those found); each of those disguises keeps
+  what the answers do (lesson 1 and 2 pass their own tests, hidden ones included);
+* not flagged: notebooks of the course's independently written correct answers (each lesson's
+  solution and its alternatives.yml), and no two answers to one exercise alike enough to count;
+* normalising (coursekit.grading.normalise), the comparison exercise by exercise, earlier terms,
+  the page (no released code marked) and the settings.
 
-Both rates are printed (`-s`); `make grade-class` reports them for a graded synthetic class, and
-autograde_tests/test_class_report.py checks the planted copies of such a class are found.
+Both rates are printed (`-s`) and quoted in book/grading.md; `make grade-class` prints them too,
+and autograde_tests/test_class_report.py checks the planted copies of a graded class are found.
 """
 
 from __future__ import annotations
