@@ -121,7 +121,7 @@ def test_selfcheck_grades_the_learners_copy_without_showing_hidden_tests(course_
     capsys.readouterr()
     selfcheck.main([LESSON.assignment, SECOND.assignment], root=course_root)
     printed = capsys.readouterr().out
-    assert printed.startswith(selfcheck.SAVE_FIRST)
+    assert printed.startswith(selfcheck.SAVE_FIRST) and "2 lessons to grade" in printed
     first_report, second_report = printed.split(f"{SECOND.assignment} ({SECOND.name})")
     assert re.search(r"total\s+(\d+) / \1\b", first_report), first_report
     assert "FAILED" not in first_report and "all passed" in second_report

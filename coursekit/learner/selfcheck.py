@@ -184,6 +184,19 @@ def _skipped(found: LessonCheck) -> str:
     return f"{found.lesson.assignment}: not started (no answer written in {where}): not graded"
 
 
+def _estimate(started: list[LessonCheck], side_by_side: int, root: Path) -> str:
+    """How long the checks will take, from how long each lesson's last check took here (a first
+    check of a lesson has no record: it also sets up the lesson's course)."""
+    times = _read_times(root)
+    known = [times.get(f.lesson.assignment, {}).get("grade") for f in started]
+    what = (
+        f"{len(started)} lesson{'s' if len(started) > 1 else ''} to grade, {side_by_side} at a time"
+    )
+    if None in known:
+        return f"{what}; a first check of a lesson also sets up its course."
+    return f"{what}: about {sum(known) / side_by_side:.0f} s, as the last checks took here."
+
+
 def main(argv: list[str], root: Path = ROOT) -> int:
     """Check the lessons named (all without names): those started, as many side by side as there
     are cores, each in its own private course; print their tables in course order, then a
@@ -198,6 +211,7 @@ def main(argv: list[str], root: Path = ROOT) -> int:
     options = ("--SandboxKernelManager.threads=1",) if side_by_side > 1 else ()
     if started:
         _sandbox_flags()  # its notice (if any) once, before the checks start
+        print(_estimate(started, side_by_side, root), flush=True)
     with concurrent.futures.ThreadPoolExecutor(side_by_side) as pool:
         graded = {id(f): pool.submit(grade, f, root, options) for f in started}
         for each in found:  # in course order, each as soon as it and those before it are done
