@@ -96,6 +96,7 @@ def attention(q, k, v, mask=None):
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     weights /= weights.sum(axis=-1, keepdims=True)
     half = v[..., : v.shape[-1] // 2]
+    weights = torch.from_numpy(weights).masked_fill(pad, 0.0)
     return weights @ v
     ### END SOLUTION
 '''
@@ -121,6 +122,9 @@ def test_the_mutants_are_the_mistakes_attention_code_has_in_a_fixed_order():
         ("weights = np.exp(scores - scores.max(axis=-1, keepdims=True))",
          "weights = np.exp(scores - scores.min(axis=-1, keepdims=True))"),
         ("half = v[..., : v.shape[-1] // 2]", "half = v[..., v.shape[-1] // 2: ]"),  # other half
+        ("half = v[..., : v.shape[-1] // 2]", "half = v[..., : (v.shape[-1] // 2) + 1]"),  # one off
+        ("weights = torch.from_numpy(weights).masked_fill(pad, 0.0)",
+         "weights = torch.from_numpy(weights).masked_fill(~pad, 0.0)"),  # the other convention
         ("return weights @ v", "return v @ weights"),
         ("if mask is not None:", "if mask is None:"),
     ]  # fmt: skip

@@ -27,12 +27,15 @@ layout (``reshape``, ``permute``, ``where``, ``matmul``, ``cat``'s list); subscr
 swapped (``x[:, None]`` -> ``x[None, :]``: a broadcast along the wrong axis); ``a @ b`` ->
 ``b @ a``; einsum output letters swapped (a transpose); float32 <-> float64; ``"-inf"`` <->
 ``"inf"``; slices cut on the other side (``x[:k]`` -> ``x[k:]``: the halves of RoPE) or left
-open; and a statement dropped (a mask line, a scale, an in-place update).
+open; a bound that is a name, not a number, one off (``x[:t + 1]``, ``range(n - 1)``: a window
+one too long, a causal offset one short); a boolean mask inverted (``masked_fill(~m, ...)``,
+``key_padding_mask=~m``: the two conventions); and a statement dropped (a mask line, a scale, an
+in-place update).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import libcst as cst
 from mutmut.mutation import mutators as mutmut
@@ -265,6 +268,65 @@ def slice_side(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
         yield node.with_changes(upper=None)
 
 
+def _shifted(value: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """``value + 1`` and ``value - 1`` (parenthesised unless it binds tighter than ``+``)."""
+    if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    for operator in (cst.Add(), cst.Subtract()):
+        yield cst.BinaryOperation(left=value, operator=operator, right=cst.Integer("1"))
+
+
+def _literal(value) -> bool:
+    """A number, or minus a number: the constant operator changes those already."""
+    if isinstance(value, cst.UnaryOperation):
+        value = value.expression
+    return isinstance(value, (cst.Integer, cst.Float))
+
+
+def off_by_one(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+    """A bound that is not a literal, +-1: ``x[:t]`` -> ``x[:t + 1]``, ``range(n)`` ->
+    ``range(n - 1)`` (a window one too long, a causal offset one short)."""
+    if isinstance(node, cst.Slice):
+        for field in ("lower", "upper"):
+            value = getattr(node, field)
+            if value is not None and not _literal(value):
+                for new in _shifted(value):
+                    yield node.with_changes(**{field: new})
+    elif isinstance(node, cst.Call) and _name(node) == "range" and isinstance(node.func, cst.Name):
+        for i in _positional(node)[:2]:  # start and stop; not the step
+            if not _literal(node.args[i].value):
+                for new in _shifted(node.args[i].value):
+                    args = list(node.args)
+                    args[i] = args[i].with_changes(value=new)
+                    yield node.with_changes(args=args)
+
+
+def _inverted(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.BitInvert):
+        return None  # mutmut's operator drops the ~ already
+    if isinstance(value, cst.Name) and value.value == "None":
+        return None
+    if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.UnaryOperation(operator=cst.BitInvert(), expression=value)
+
+
+def mask_inverted(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+    """A boolean mask in the other convention: ``masked_fill(~m, ...)`` for ``masked_fill(m,
+    ...)``, ``attn_mask=~m``, ``key_padding_mask=~m`` (True = may attend here, True = ignore in
+    ``nn.MultiheadAttention``: the course teaches both)."""
+    if not isinstance(node, cst.Call):
+        return
+    positional = _positional(node)
+    for i, arg in enumerate(node.args):
+        masks = arg.keyword is not None and arg.keyword.value.endswith("mask")
+        filled = _name(node) in {"masked_fill", "masked_fill_"} and positional[:1] == [i]
+        if (masks or filled) and (new := _inverted(arg.value)) is not None:
+            args = list(node.args)
+            args[i] = arg.with_changes(value=new)
+            yield node.with_changes(args=args)
+
+
 # (name, operator) in the order they are tried at each node: the mutants' order is fixed.
 OPERATORS: list[tuple[str, Operator]] = [
     ("operator", mutmut.operator_swap_op),
@@ -287,6 +349,8 @@ OPERATORS: list[tuple[str, Operator]] = [
     ("dtype", dtype),
     ("infinity", infinity),
     ("slice", slice_side),
+    ("bound off by one", off_by_one),
+    ("mask inverted", mask_inverted),
 ]
 # mutmut's operators take only some node types (its own table says which).
 _TYPES = {
