@@ -33,6 +33,7 @@ TRIAGED: set[str] = {
     "lesson06",
     "lesson07",
     "lesson08",
+    "lesson09",
 }
 LESSONS = {item.assignment: item for item in all_lessons()}
 WITH_TRIAGE = sorted(
