@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import html
+import json
 import re
 import shutil
 from dataclasses import dataclass
@@ -84,8 +85,16 @@ HISTORY_LEAK = "\n".join([
 LEAKS = {"prints-history": {"soft_lookup": ("weights = softmax(", HISTORY_LEAK)}}
 _EXTENSIONS = {s: spec[1] for s, spec in CLASS.items() if spec[1]}
 ABSENT = "absent"  # in the roster, hands nothing in
+# Hands in three times: wrong 2 h early, right 1 h early, right 5 h late (the one nbgrader collects)
+RESUBMITS = "resubmits"
+HAND_INS = [(timedelta(hours=-2), WRONG["hidden-fails"]), (timedelta(hours=-1), {}),
+            (timedelta(hours=5), {})]  # fmt: skip
 COURSE_TOML = """[course]
+id = "after-deadline"
 roster = "roster.csv"
+
+[exchange]
+root = "{exchange}"
 
 [deadlines]
 lesson01 = {due}
@@ -93,6 +102,7 @@ lesson01 = {due}
 [late]
 {policy}
 extensions = "extensions.csv"
+counts = "{counts}"
 
 [lms]
 moodle_identifier = "email"
@@ -122,13 +132,17 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
-def write_class(course: Path, due: datetime = DUE, extensions: dict | None = None) -> None:
+def write_class(
+    course: Path, due: datetime = DUE, extensions: dict | None = None, counts: str = "latest"
+) -> None:
     """The class's description beside the course: course.toml, roster.csv, extensions.csv."""
     room = course / "classroom"
     room.mkdir(exist_ok=True)
-    (room / "course.toml").write_text(COURSE_TOML.format(due=due.isoformat(), policy=POLICY))
+    exchange = course / "exchange"
+    text = COURSE_TOML.format(due=due.isoformat(), policy=POLICY, exchange=exchange, counts=counts)
+    (room / "course.toml").write_text(text)
     people = "".join(f"{s},student,Student {s},{s}@example.org,{100 + i},S{i},{s},A\n"
-                     for i, s in enumerate([*CLASS, *WRONG, *HELD, *LEAKS]))  # fmt: skip
+                     for i, s in enumerate([*CLASS, *WRONG, *HELD, *LEAKS, RESUBMITS]))  # fmt: skip
     header = "username,role,name,email,lms_id,sis_user_id,sis_login_id,section\n"
     absent = f"{ABSENT},student,Student {ABSENT},{ABSENT}@example.org,99,S99,{ABSENT},A\n"
     (room / "roster.csv").write_text(header + people + absent + "prof,instructor,,,,,,\n")
@@ -160,6 +174,7 @@ def graded(tmp_path_factory, monkeypatch_module) -> Graded:
     handed_in |= {student: (timedelta(hours=-1), edits) for student, edits in WRONG.items()}
     handed_in |= {student: (timedelta(hours=-1), edits) for student, edits in LEAKS.items()}
     handed_in |= {student: (after, SUSPICIOUS) for student, after in HELD.items()}
+    handed_in[RESUBMITS] = HAND_INS[-1]
     for student, (after, edits) in handed_in.items():
         hand_in(course, student, after, fill_solutions(released, solved, edits))
     write_class(course)
@@ -471,3 +486,30 @@ def test_a_broken_course_toml_stops_class_grading_before_anything_runs(graded, t
     )
     with pytest.raises(tempcourse.GradingError, match="'nobody' is not a student in the roster"):
         grade(course, force=True)
+
+
+def test_the_best_hand_in_on_time_counts_when_the_class_says_so(graded):
+    """Last in the module (it changes what is submitted): with [late] counts = "best-on-time",
+    class grading grades a student's hand-ins before the due date in the exchange, and the best
+    counts: on time and right, where nbgrader collected the late one."""
+    maximum = graded.report.rows[0].max_score
+    assert graded.report.row(RESUBMITS).score == pytest.approx(0.9 * maximum)  # the late one
+    released = nbformat.read(LESSON.in_course(graded.course).student_notebook, 4)
+    solved = nbformat.read(LESSON.in_course(graded.course).source_notebook, 4)
+    inbound = graded.course / "exchange" / "after-deadline" / "inbound"
+    for after, edits in HAND_INS:  # as nbgrader's exchange keeps every hand-in
+        folder = inbound / f"{RESUBMITS}+{LESSON.assignment}+{_stamp(DUE + after)}+x"
+        folder.mkdir(parents=True)
+        nbformat.write(fill_solutions(released, solved, edits), folder / f"{LESSON.name}.ipynb")
+    write_class(graded.course, counts="best-on-time")
+    try:
+        report = grade(graded.course)
+    finally:
+        write_class(graded.course)
+    row = report.row(RESUBMITS)
+    assert report.graded == 1 and row.seconds_late == 0, report.table()
+    assert row.score == row.auto == maximum
+    record = json.loads(
+        (graded.course / "reports" / LESSON.assignment / "handins.json").read_text()
+    )
+    assert record["counts"][RESUBMITS]["why"] == f"the best of 2 on time: {maximum:g} points"

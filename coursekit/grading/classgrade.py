@@ -28,8 +28,10 @@ nbgrader_config.py installs: screening, the sandbox kernel, the guard, holds for
   second run is a no-op and an interrupted one resumes. Submissions and the course's own files
   are hashed before and after: grading must change neither.
 * **Due dates and late work.** The class's course.toml (coursekit.grading.deadlines) is read
-  once, before anything is graded (a bad date, policy or extension stops the run with a
-  message); the due date goes into the gradebook, and every batch gets what was read, so that
+  once, before anything is graded; with ``[late] counts = "best-on-time"`` the best hand-in
+  before each student's due date is put into submitted/ first (coursekit.grading.handins).
+  A bad date, policy or extension stops the run with a
+  message; the due date goes into the gradebook, and every batch gets what was read, so that
   nbgrader's own AssignLatePenalties takes each penalty. A student whose due date, extension or
   the policy changed since they were graded is graded again.
 * **What the class got wrong, and how alike its answers are** (coursekit.grading.failures and
@@ -61,7 +63,16 @@ from coursekit.course.coursefile import CourseFileError
 from coursekit.course.lessons import ROOT, Lesson
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.sources import sync_sources
-from coursekit.grading import bwrap, deadlines, failures, gradebook, integrity, similarity
+from coursekit.grading import (
+    bwrap,
+    deadlines,
+    failures,
+    gradebook,
+    handins,
+    integrity,
+    similarity,
+    tempcourse,
+)
 from coursekit.grading.batch import BatchResult, BatchSpec, config_digest
 from coursekit.grading.cluster import (
     Dispatch,
@@ -126,8 +137,9 @@ class _Run:
         write_json(self.folder / LEDGER, self.ledger)
 
 
-def _open_run(course: Path, lesson: Lesson, extra) -> _Run:
-    """Check the course can be graded and list who handed the lesson in."""
+def _open_run(course: Path, lesson: Lesson, extra, settle: bool = True) -> _Run:
+    """Check the course can be graded, put the hand-in that counts into submitted/ (course.toml's
+    ``[late] counts``; not for a scratch course, ``settle``) and list who handed the lesson in."""
     course = Path(course).resolve()
     sync_sources(course)  # now, not by parallel nbgrader processes at once
     run = _Run(lesson.in_course(course), list(extra or []))
@@ -137,6 +149,8 @@ def _open_run(course: Path, lesson: Lesson, extra) -> _Run:
         run.threshold = similarity.threshold(course)
     except (FileNotFoundError, LookupError, CourseFileError) as problem:
         raise GradingError(str(problem)) from None
+    if settle and run.deadlines and run.deadlines.counts == "best-on-time":
+        handins.settle(course, run.lesson, run.deadlines, lambda found: _grade_hand_ins(run, found))
     if run.deadlines:  # the due date formgrader and nbgrader export show, before any grading
         gradebook.replace_gradebook(
             run.gradebook, lambda gb: deadlines.write(gb, run.deadlines, lesson.assignment)
@@ -329,6 +343,7 @@ def grade_class(
     scheduler: str | None = None,
     processes: bool = False,
     python_only: bool = False,
+    settle: bool = True,
 ) -> ClassReport:
     """Grade every ``submitted/<student>/<lesson>`` of ``course`` (``students``: only these);
     see the module's docstring. ``scheduler``: a Dask scheduler's address (default: Dask's
@@ -353,7 +368,7 @@ def grade_class(
             raise GradingError(f"another run is grading {lesson.assignment} in {course}") from None
         for stale in folder.glob("work-*"):  # left by an interrupted run
             shutil.rmtree(stale, ignore_errors=True)
-        run = _open_run(course, lesson, extra)
+        run = _open_run(course, lesson, extra, settle)
         before = course_digest(run.course, run.lesson)
         todo = _to_grade(run, force, students)
         seconds = 0.0
@@ -371,6 +386,20 @@ def grade_class(
         _after_deadline(run, report)
         write_reports(run.course, report)
         return report
+
+
+def _grade_hand_ins(run: _Run, found: dict[str, Path]) -> dict[str, float]:
+    """{name: what the tests gave} of hand-ins ({name: folder}), graded in a scratch course
+    beside the reports, with the run's sandbox and flags (coursekit.grading.handins)."""
+    scratch = Path(tempfile.mkdtemp(prefix="handins-", dir=run.folder)) / "course"
+    try:
+        tempcourse.make_course(scratch, [run.lesson], root=run.course)
+        for name, folder in found.items():
+            shutil.copytree(folder, run.lesson.in_course(scratch).student_folder("submitted", name))
+        report = grade_class(scratch, run.lesson, extra=run.extra, progress=False, settle=False)
+        return {row.student: row.auto for row in report.rows}
+    finally:
+        shutil.rmtree(scratch.parent, ignore_errors=True)
 
 
 def _after_deadline(run: _Run, report: ClassReport) -> None:

@@ -14,6 +14,7 @@ policy and the name of the extensions file beside it::
     cap = 50                # ... at most this % in all
     cutoff_hours = 168      # later than this after the due date (and any extension): zero
     extensions = "extensions.csv"   # username,lesson,extension (e.g. 48h, 3d, 2d12h)
+    counts = "latest"       # the hand-in that counts: latest | best-on-time (handins.py)
 
 nbgrader does the rest with its own mechanisms, so that formgrader, ``nbgrader export`` and the
 course's own table (reports/<lesson>/) agree: the due date is the gradebook's assignment due
@@ -54,6 +55,7 @@ from coursekit.course.lessons import ROOT, all_lessons
 from coursekit.grading.holds import is_held, release
 
 POLICIES = ("none", "per-hour", "per-day", "zero")
+COUNTS = ("latest", "best-on-time")  # [late] counts
 UNIT = {"per-hour": 3600.0, "per-day": 86400.0}
 EXTENSIONS_HEADER = ["username", "lesson", "extension"]
 _SPAN = re.compile(r"^(?:(?P<d>\d+(?:\.\d+)?)\s*d)?\s*(?:(?P<h>\d+(?:\.\d+)?)\s*h)?$", re.I)
@@ -101,6 +103,7 @@ class Deadlines:
     policy: LatePolicy = LatePolicy()
     extensions: dict[tuple[str, str], timedelta] = field(default_factory=dict)
     zone: str = "UTC"  # [deadlines] timezone: where the class reads its due dates
+    counts: str = "latest"  # [late] counts: which hand-in counts (coursekit.grading.handins)
 
     def local(self, moment: datetime) -> str:
         """``moment`` as the class reads it: in its time zone, named."""
@@ -157,7 +160,10 @@ def load(course: Path | None = None) -> Deadlines | None:
         roster = coursefile.read_roster(coursefile.roster_path(path))
         students = {m.username for m in roster if m.role == "student"}
         extensions = read_extensions(path.parent / name, students, set(due))
-    return Deadlines(path, due, policy, extensions, zone)
+    counts = coursefile.get(late, "counts", str, path, "latest")
+    if counts not in COUNTS:
+        raise CourseFileError(f"{path}: [late] counts {counts!r} is not one of {', '.join(COUNTS)}")
+    return Deadlines(path, due, policy, extensions, zone, counts)
 
 
 def _named() -> bool:
@@ -239,7 +245,7 @@ def _policy(late: dict, path: Path) -> LatePolicy:
     kind = coursefile.get(late, "policy", str, path, "none")
     if kind not in POLICIES:
         raise CourseFileError(f"{path}: [late] policy {kind!r} is not one of {', '.join(POLICIES)}")
-    known = {"policy", "percent", "cap", "cutoff_hours", "extensions"}
+    known = {"policy", "percent", "cap", "cutoff_hours", "extensions", "counts"}
     if set(late) - known:
         raise CourseFileError(f"{path}: [late] has unknown keys {sorted(set(late) - known)}")
     percent = _number(late, "percent", path, None, 0, 100)
@@ -324,6 +330,7 @@ def hand_over(deadlines: Deadlines | None, folder: Path) -> Path:
                        deadlines.policy.cutoff_hours],
             "extensions": [[s, a, e.total_seconds()] for (s, a), e in deadlines.extensions.items()],
             "zone": deadlines.zone,
+            "counts": deadlines.counts,
         }  # fmt: skip
     path = Path(folder) / "deadlines.json"
     path.write_text(json.dumps(data))
@@ -340,6 +347,7 @@ def _from_json(path: Path) -> Deadlines | None:
         LatePolicy(*data["policy"]),
         {(s, a): timedelta(seconds=e) for s, a, e in data["extensions"]},
         data.get("zone", "UTC"),
+        data.get("counts", "latest"),
     )
 
 
