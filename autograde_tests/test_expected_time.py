@@ -52,9 +52,12 @@ LINE = "**Expected time:** about 5 minutes"
 CELLS = [
     nbformat.v4.new_markdown_cell(f"# Lesson 1 — Timed\n\n{LINE}\n\n{WORDS}"),
     nbformat.v4.new_code_cell("\n".join(["y = 2"] * 18) + "\nplt.show()\n\nplt.show()"),
+    nbformat.v4.new_markdown_cell("**Exercise 1 (2 points).** " + " ".join(["ask"] * 26)),
     _solution("f", _answer("def f():", 8)),
     _test("test_f", visible=10, hidden=50),
-    nbformat.v4.new_markdown_cell("## 2. Challenge: harder\n\n<!-- words nobody sees -->"),
+    nbformat.v4.new_markdown_cell(
+        "## 2. Harder\n\n**Challenge (3 points).** Write g.\n\n<!-- words nobody sees -->"
+    ),
     _solution("g", _answer("def g():", 4)),
     _solution("k", _answer("@triton.jit\ndef k():", 4)),
     _solution("why", "Explain.", markdown=True),
@@ -78,30 +81,30 @@ def timed_lesson(tmp_path):
 
 def test_the_method_counts_what_it_states(timed_lesson):
     parts = method.parts_of(timed_lesson)
-    # prose, split at white space: title 5 + line 5 + 390, heading 4 (not the comment), the
-    # free-text cell 1, question and hint 15: 420 words at 200/min; code: 20 lines, the stubs'
-    # 1 + 1 + 2 lines outside the solution, 10 visible test lines, 1: 35 lines at 20/min
-    assert parts.reading == pytest.approx(420 / 200 + 35 / 20)
-    # 6 code cells at 1/4, 2 figures at 1, one experiment at 5
-    assert parts.running == pytest.approx(6 * 0.25 + 2 + 5)
-    # a function 4, a challenge 10, a kernel 10, a free text 5; 16 answer lines at 1/4; 1 question
-    assert parts.exercises == pytest.approx(4 + 10 + 10 + 5 + 16 * 0.25 + 1)
+    # prose, split at white space: title 5 + line 5 + 390, the exercise's statement 30, heading
+    # 3 and the challenge's statement 5 (not the comment), the free-text cell 1, question and hint
+    # 15: 454 words at 200/min; code: 20 lines, the stubs' 1 + 1 + 2 lines outside the
+    # solution, 10 visible test lines, 1: 35 lines at 20/min
+    assert parts.reading == pytest.approx(454 / 200 + 35 / 20)
+    # 6 code cells at 1/4, 2 figures at 1, one experiment at 1
+    assert parts.running == pytest.approx(6 * 0.25 + 2 + 1)
+    # a function 3, a challenge 5, a kernel 20, a free text 5; the statements' 30 + 5 words at
+    # 30 a minute (the free text after an answer is no statement); 16 answer lines at 1/4; 1 question
+    assert parts.exercises == pytest.approx(3 + 5 + 20 + 5 + 35 / 30 + 16 * 0.25 + 1)
     total = (parts.reading + parts.running + parts.exercises) * 1.10
     assert method.computed_minutes(timed_lesson) == 5 * round(total / 5)
     assert [
-        method.exercise_kind(c, h) for c, h in [(CELLS[2], ""), (CELLS[5], "Challenge: x")]
-    ] == [
-        "function",
-        "challenge",
-    ]
+        method.exercise_kind(c, s) for c, s in [(CELLS[3], "Exercise"), (CELLS[6], "Challenge")]
+    ] == ["function", "challenge"]
 
 
 def test_a_cell_skipped_when_grading_is_an_experiment_only_when_tagged_so():
-    """A figure grading skips is a figure (a minute); a longer run is tagged ``experiment``."""
+    """A figure grading skips is a figure (a minute); a longer run is tagged ``experiment`` (a
+    minute too: the learner waits, then reads what it printed, as for a figure)."""
     skipped = {"tags": ["skip-when-grading"]}
     figure = nbformat.v4.new_code_cell("plt.show()", metadata=skipped)
     run = nbformat.v4.new_code_cell("train()", metadata={"tags": [*skipped["tags"], "experiment"]})
-    for cell, minutes in ((figure, 0.25 + 1), (run, 0.25 + 5)):
+    for cell, minutes in ((figure, 0.25 + 1), (run, 0.25 + 1)):
         parts = method.Parts()
         method._code(parts, cell)
         assert parts.running == pytest.approx(minutes)

@@ -10,21 +10,26 @@ The method (``METHOD`` below; the book's course map states it to readers):
   that is neither a solution nor a test, the signatures and docstrings of the exercises, and the
   visible tests (hidden tests are not read);
 * running: a quarter of a minute per code cell to run it and read what it prints, one minute
-  per figure (``plt.show()``), five minutes per experiment (a cell tagged ``experiment``: a
-  longer training run, an ablation, a timing, which the learner waits for and then reads; grading
-  skips it, as it skips figures no grade depends on, which count as figures);
-* exercises, by kind: a graded function (NumPy or PyTorch) 4 minutes, a challenge (under a
-  heading that says "Challenge") 10, a Triton kernel 10, a free-text answer 5, plus a quarter
-  of a minute per line of the model answer (non-blank, non-comment lines between the solution
-  markers: a longer answer takes longer to write and debug); one minute per self-check question
-  (a ``<details>`` whose summary asks a question: think, then open it);
+  per figure (``plt.show()``) and one per experiment (a cell tagged ``experiment``: a longer
+  training run, an ablation, a timing, which the learner waits for and then reads, like a figure;
+  grading skips it, as it skips figures no grade depends on);
+* exercises, by kind: a graded function (NumPy or PyTorch) 3 minutes, a challenge (its statement
+  is ``**Challenge ...**``) 5, a Triton kernel 20, a free-text answer 5; plus a minute per 30
+  words of the exercise's statement and hint (from its ``**Exercise N**`` or ``**Challenge**`` to
+  its answer cell: what it asks must be worked out, and a longer contract asks more), and a
+  quarter of a minute per line of the model answer (non-blank, non-comment lines between the
+  solution markers: a longer answer takes longer to write and debug); one minute per self-check
+  question (a ``<details>`` whose summary asks a question: think, then open it);
 * a margin of 10 % (restarts, typos, a second look), and the total rounded to 5 minutes, or to
   10 from two hours on.
 
-Calibrated against two expert estimates (lesson 8: 3 to 4 hours; lesson 11: 1.5 to 2 hours) with
-the other lessons' former estimates, which nobody disputed, as a check. The lesson's own line
-``**Expected time:** about N minutes`` must state the computed N (a test holds them together);
-``--write`` rewrites those lines after the lessons change.
+Calibrated (2026-11-28) against the expert reads of four lessons: lesson 8, 3 to 4 hours; lesson
+10, 3 hours (3.5 to 4 for a weaker learner); lessons 11 and 12, 4 to 5 hours. The method gives
+210, 180, 280 and 250 minutes; the other lessons' former estimates, which nobody disputed, stay
+within 15 % as a check. (The method before it charged 5 minutes per experiment and nothing for a
+statement's length: it put lesson 10 above lesson 12 and lessons 11 and 12 near 200 minutes.)
+The lesson's own line ``**Expected time:** about N minutes`` must state the computed N (a test
+holds them together); ``--write`` rewrites those lines after the lessons change.
 """
 
 from __future__ import annotations
@@ -40,26 +45,28 @@ from coursekit.course.sources import source_to_notebook
 
 LINE = re.compile(r"^\*\*Expected time:\*\* about (\d+) minutes[ \t]*$", re.MULTILINE)
 COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-HEADING = re.compile(r"^#+\s+(.*)$", re.MULTILINE)
 QUESTION = re.compile(r"<summary>([^<]*\?)\s*</summary>")
+STATEMENT = re.compile(r"^\*\*(Exercise|Challenge)\b", re.MULTILINE)
 EXPERIMENT = "experiment"  # the tag of a longer run the learner waits for
 
 WORDS_PER_MINUTE = 200
 CODE_LINES_PER_MINUTE = 20
-MINUTES_PER_CELL, MINUTES_PER_FIGURE, MINUTES_PER_EXPERIMENT = 0.25, 1, 5
-MINUTES_PER_EXERCISE = {"function": 4, "challenge": 10, "kernel": 10, "free text": 5}
+MINUTES_PER_CELL, MINUTES_PER_FIGURE, MINUTES_PER_EXPERIMENT = 0.25, 1, 1
+MINUTES_PER_EXERCISE = {"function": 3, "challenge": 5, "kernel": 20, "free text": 5}
+STATEMENT_WORDS_PER_MINUTE = 30
 MINUTES_PER_ANSWER_LINE = 0.25
 MINUTES_PER_QUESTION = 1
 MARGIN = 0.10
 METHOD = (
     f"prose read at {WORDS_PER_MINUTE} words a minute and code (visible tests included) at"
     f" {CODE_LINES_PER_MINUTE} lines a minute; a quarter of a minute to run each code cell, a"
-    f" minute per figure, {MINUTES_PER_EXPERIMENT} minutes per longer experiment;"
+    f" minute per figure and per longer experiment;"
     f" {MINUTES_PER_EXERCISE['function']} minutes per graded function,"
-    f" {MINUTES_PER_EXERCISE['challenge']} per challenge or Triton kernel and"
-    f" {MINUTES_PER_EXERCISE['free text']} per free-text answer, plus a quarter of a minute per"
-    f" line of the model answer; a minute per self-check question; then {MARGIN:.0%} more,"
-    " rounded to 5 minutes (to 10 from two hours on)"
+    f" {MINUTES_PER_EXERCISE['challenge']} per challenge, {MINUTES_PER_EXERCISE['kernel']} per"
+    f" Triton kernel and {MINUTES_PER_EXERCISE['free text']} per free-text answer, plus a minute"
+    f" per {STATEMENT_WORDS_PER_MINUTE} words of the exercise's statement and a quarter of a"
+    " minute per line of the model answer; a minute per self-check question; then"
+    f" {MARGIN:.0%} more, rounded to 5 minutes (to 10 from two hours on)"
 )
 
 
@@ -97,18 +104,32 @@ def answer_lines(source: str) -> int:
     return _split_answer(source)[1]
 
 
-def exercise_kind(cell, heading: str) -> str:
+def exercise_kind(cell, statement: str) -> str:
+    """The kind of an answer cell, ``statement`` being the last exercise statement above it
+    ("Exercise" or "Challenge")."""
     if cell.cell_type == "markdown":
         return "free text"
     if "@triton.jit" in cell.source:
         return "kernel"
-    return "challenge" if "challenge" in heading.lower() else "function"
+    return "challenge" if statement == "Challenge" else "function"
 
 
-def _markdown(parts: Parts, cell) -> None:
+def _statement_words(text: str, open_statement: bool) -> tuple[int, bool]:
+    """Words of an exercise's statement (and hint) in one markdown cell's ``text``: from a
+    ``**Exercise``/``**Challenge`` opening on, or all of it while a statement is still open."""
+    found = list(STATEMENT.finditer(text))
+    if found:
+        return len(text[found[0].start() :].split()), True
+    return (len(text.split()), True) if open_statement else (0, False)
+
+
+def _markdown(parts: Parts, cell, open_statement: bool) -> bool:
     text = COMMENT.sub(" ", cell.source)
     parts.reading += len(text.split()) / WORDS_PER_MINUTE
     parts.exercises += MINUTES_PER_QUESTION * len(QUESTION.findall(text))
+    words, open_statement = _statement_words(text, open_statement)
+    parts.exercises += words / STATEMENT_WORDS_PER_MINUTE
+    return open_statement
 
 
 def _code(parts: Parts, cell) -> None:
@@ -124,15 +145,16 @@ def _code(parts: Parts, cell) -> None:
 
 def parts_of(item: Lesson) -> Parts:
     """The lesson's minutes, by part, before the margin."""
-    parts, heading = Parts(), ""
+    parts, statement, open_statement = Parts(), "Exercise", False
     for cell in source_to_notebook(item.source).cells:
         if cell.cell_type == "markdown":
-            heading = (HEADING.findall(cell.source) or [heading])[-1]
-            _markdown(parts, cell)
+            statement = (STATEMENT.findall(cell.source) or [statement])[-1]
+            open_statement = _markdown(parts, cell, open_statement)
         elif cell.cell_type == "code":
             _code(parts, cell)
         if is_solution(cell) and grade_id(cell):
-            parts.exercises += MINUTES_PER_EXERCISE[exercise_kind(cell, heading)]
+            open_statement = False  # the statement ends at its answer
+            parts.exercises += MINUTES_PER_EXERCISE[exercise_kind(cell, statement)]
             parts.exercises += MINUTES_PER_ANSWER_LINE * answer_lines(cell.source)
     return parts
 
