@@ -87,7 +87,7 @@ def test_absorbed_decoding_equals_the_whole_sequence(device, dtype, sizes):
     h = sizes[1]
     p = _params(sizes, dtype, device, seed=4)
     x = torch.randn(3, 6, sizes[0], generator=torch.Generator().manual_seed(5)).to(device, dtype)
-    cache, absorbed = {}, rpt.absorb_mla_params(p, h)
+    cache, absorbed = {}, rpt.absorb_mla_params(p, h)  # once, before decoding
     steps = [rpt.mla_decode_step(x[:, t : t + 1], p, h, cache, t, absorbed) for t in range(6)]
     torch.testing.assert_close(torch.cat(steps, 1), rpt.mla_attention(x, p, h), **TOLERANCES[dtype])
     assert set(cache) == {"latent", "rope_key"}
@@ -99,32 +99,62 @@ def test_absorbed_decoding_equals_the_whole_sequence(device, dtype, sizes):
     )
 
 
-def test_absorbed_projections_are_the_products_per_head():
+def test_absorbed_factors_are_each_heads_own():
     p = {k: w.numpy() for k, w in _params((16, 4, 6, 5, 4), torch.float64, "cpu", seed=6).items()}
     absorbed = rnp.absorb_mla_params(p, 4)
+    assert absorbed["w_uk_t"].shape == (4, 6, 5) and absorbed["w_uv"].shape == (4, 5, 6)
     for i in range(4):
         cols = slice(6 * i, 6 * i + 6)
-        np.testing.assert_allclose(
-            absorbed["w_q_latent"][i], p["w_q"][:, cols] @ p["w_uk"][:, cols].T
-        )
-        np.testing.assert_allclose(absorbed["w_o_latent"][i], p["w_uv"][:, cols] @ p["w_o"][cols])
-    torch_absorbed = rpt.absorb_mla_params({k: torch.from_numpy(w) for k, w in p.items()}, 4)
+        np.testing.assert_array_equal(absorbed["w_uk_t"][i], p["w_uk"][:, cols].T)
+        np.testing.assert_array_equal(absorbed["w_uv"][i], p["w_uv"][:, cols])
+    torch_p = {k: torch.from_numpy(w) for k, w in p.items()}
+    torch_absorbed = rpt.absorb_mla_params(torch_p, 4)
     for name, w in absorbed.items():
-        np.testing.assert_allclose(torch_absorbed[name].numpy(), w)
+        np.testing.assert_array_equal(torch_absorbed[name].numpy(), w)
+        assert (
+            torch_absorbed[name].untyped_storage().data_ptr()
+            == torch_p[name.removesuffix("_t")].untyped_storage().data_ptr()
+        ), f"{name}: a view of the weight, not a copy"
 
 
-def test_decoding_never_up_projects_the_cache():
-    """With 256 positions cached (8 heads of 16), no tensor of a step is as large as half the
-    up-projected keys of those positions: scores and sums stay in the latent space."""
-    p = _params((32, 8, 16, 8, 4), torch.float32, "cpu", seed=7)
-    x = torch.randn(1, 257, 32)
+def test_reassociated_scores_equal_the_up_projected_ones():
+    """((x W_Q,i) W_UK,i^T) c_j^T = q_i . k_j,i, and (sum_j p_j c_j) W_UV,i = sum_j p_j v_j,i:
+    the absorption is associativity, with no merged d_model x d_c matrix."""
+    p = {k: w.numpy() for k, w in _params((16, 4, 6, 5, 4), torch.float64, "cpu", seed=10).items()}
+    absorbed = rnp.absorb_mla_params(p, 4)
+    x, c = (
+        np.random.default_rng(0).normal(size=(3, 16)),
+        np.random.default_rng(1).normal(size=(9, 5)),
+    )
+    q = rnp.split_heads(x @ p["w_q"], 4)
+    np.testing.assert_allclose(
+        (q @ absorbed["w_uk_t"]) @ c.T, q @ np.swapaxes(rnp.split_heads(c @ p["w_uk"], 4), -1, -2)
+    )
+    weights = rnp.softmax(np.random.default_rng(2).normal(size=(4, 3, 9)))
+    np.testing.assert_allclose(
+        (weights @ c) @ absorbed["w_uv"], weights @ rnp.split_heads(c @ p["w_uv"], 4)
+    )
+
+
+def _decode_memory(sizes, cached, step=rpt.mla_decode_step):
+    p = _params(sizes, torch.float32, "cpu", seed=7)
+    h = sizes[1]
+    x = torch.randn(1, cached + 1, sizes[0], generator=torch.Generator().manual_seed(8))
     cache = {
-        "latent": x[:, :256] @ p["w_dkv"],
-        "rope_key": rpt.rotary_embedding(x[:, :256] @ p["w_kr"]),
+        "latent": x[:, :cached] @ p["w_dkv"],
+        "rope_key": rpt.rotary_embedding(x[:, :cached] @ p["w_kr"]),
     }
-    absorbed = rpt.absorb_mla_params(p, 8)
-    _, ran = record_torch(rpt.mla_decode_step, x[:, 256:], p, 8, cache, 256, absorbed)
-    assert ran.largest_bytes < 256 * 8 * 16 * 4 / 2, ran.largest_bytes
+    absorbed = rpt.absorb_mla_params(p, h)
+    _, ran = record_torch(step, x[:, cached:], p, h, cache, cached, absorbed)
+    return ran.largest_new_bytes
+
+
+def test_decoding_never_up_projects_the_cache_nor_merges_the_weights():
+    """With 256 positions cached and heads of 64 over a latent of 8, no tensor a step makes is half
+    one head's up-projected keys (64 KiB); with a latent of 64 wider than heads of 8 and d_model
+    128, none is half of one head's merged W_Q,i W_UK,i^T (32 KiB)."""
+    assert _decode_memory((32, 8, 64, 8, 4), 256) < 256 * 64 * 4 / 2
+    assert _decode_memory((128, 8, 8, 64, 4), 16) < 128 * 64 * 4 / 2
 
 
 def test_mla_is_device_agnostic(device):

@@ -7,6 +7,12 @@ kept, not what a model computes, so trained weights are not needed)."""
 
 from __future__ import annotations
 
+import collections
+import re
+import types
+
+import numpy as np
+import pytest
 import torch
 
 import attention_ref.pt as rpt
@@ -113,4 +119,28 @@ def test_a_grouped_model_trains(device):
 def test_cache_bytes_counts_every_tensor_kept():
     cache = [{"k": torch.zeros(2, 3, dtype=torch.float16), "extra": [torch.zeros(4)]}, {}]
     assert cache_bytes(cache) == 2 * 3 * 2 + 4 * 4
-    assert cache_bytes({"n": 3, "name": "a"}) == 0
+    assert cache_bytes({"n": 3, "name": "a", "none": None, "pair": (1.5, True)}) == 0
+
+
+def test_cache_bytes_counts_storage_not_views():
+    """A small view keeps its whole tensor alive; two views of one tensor hold it once."""
+    big = torch.zeros(100, 8)
+    assert cache_bytes({"k": big[:2]}) == 100 * 8 * 4
+    assert cache_bytes({"k": big[:2], "v": big[50:]}) == 100 * 8 * 4
+    assert cache_bytes({"k": big[:2].clone()}) == 2 * 8 * 4
+    on_meta = torch.empty(3, 4, device="meta")
+    assert cache_bytes([on_meta, on_meta[:1]]) == 2 * 3 * 4 * 4
+
+
+@pytest.mark.parametrize(
+    "kept, name",
+    [
+        (collections.deque([torch.zeros(4)], maxlen=2), "collections.deque"),
+        (np.zeros(4), "numpy.ndarray"),
+        ({1, 2}, "builtins.set"),
+        (types.SimpleNamespace(k=torch.zeros(4)), "types.SimpleNamespace"),
+    ],
+)
+def test_cache_bytes_refuses_what_it_cannot_count(kept, name):
+    with pytest.raises(TypeError, match=re.escape(name)):
+        cache_bytes({"k": kept})

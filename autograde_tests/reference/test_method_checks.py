@@ -345,3 +345,18 @@ def test_no_library_call_fails_the_library_however_reached(answer):
         expect_no_library_call, answer, "masked_softmax", allowed=("plain_softmax",), hint="h"
     )
     assert "attention_ref.np.retrieval.softmax" in message and "Hint: h" in message
+
+
+# ---- what a call allocates, views of its arguments left out -------------------------------------
+
+
+def test_record_counts_new_storage_not_views_of_the_arguments():
+    from attention_ref.testing import record_torch
+
+    weights = {"w": torch.zeros(64, 64)}
+    _, viewed = record_torch(lambda p: p["w"].unflatten(1, (4, 16)).transpose(0, 1), weights)
+    assert viewed.largest_bytes == 64 * 64 * 4 and viewed.largest_new_bytes == 0
+    _, copied = record_torch(
+        lambda p: p["w"].unflatten(1, (4, 16)).transpose(0, 1).contiguous(), weights
+    )
+    assert copied.largest_new_bytes == 64 * 64 * 4

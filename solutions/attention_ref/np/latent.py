@@ -16,13 +16,20 @@ features, which the cache keeps beside ``c_t``. Head ``i`` scores ``[q_t,i ; q^R
 ``W_O``. (DeepSeek-V2 also compresses the queries through a latent of their own, which saves
 activations, not cache; left out here.)
 
-**Absorbed projections** (section 2.1.2): ``q_t,i . k_j,i = x_t W_Q,i W_UK,i^T c_j^T``, so with
-``W_Q,i W_UK,i^T`` (d_model x d_c) computed once, the query is projected straight into the latent
-space and scored against the cached latents themselves; likewise ``sum_j p_j (c_j W_UV,i) W_O,i =
-(sum_j p_j c_j) (W_UV,i W_O,i)``. No key or value is ever computed: ``absorb_mla_params`` and
-``mla_decode_step``. The rotation of RoPE depends on the positions of both the query and the key,
-so ``W_UK`` could not be folded into the query if the rotation sat between them: hence the
-separate rotary part.
+**Absorbed projections** (section 2.1.2), by associativity: ``q_t,i . k_j,i = ((x_t W_Q,i)
+W_UK,i^T) . c_j``, so each head's query is multiplied by ``W_UK,i^T`` (d_h x d_c) at each step and
+scored against the cached latents themselves; likewise ``sum_j p_j (c_j W_UV,i) = (sum_j p_j c_j)
+W_UV,i`` after attention. No key or value is ever computed: ``absorb_mla_params`` lays the
+per-head factors out once, before decoding, and ``mla_decode_step`` applies them. The paper writes
+the merged matrices ``W_Q,i W_UK,i^T`` (d_model x d_c); applying those costs ``d_model d_c`` per
+token and head against ``d_model d_h + d_h d_c`` for the two factors in turn, so merging pays only
+when ``d_c < d_h`` (DeepSeek-V2: 512 > 128), and DeepSeek's and vLLM's inference code keep the
+factors, as here. (The latent form is for decoding; for a prompt, servers up-project the latents
+and attend as usual: scoring in the latent space costs ``d_c + d_r`` per query-key pair and head
+against ``d_h + d_r``.) The rotation of RoPE depends on the positions of both the query and the
+key, so ``W_UK`` could not be moved to the query if the rotation sat between them: hence the
+separate rotary part. (DeepSeek's released models also normalize the latent with an RMSNorm
+before the up-projections; left out here, as in section 2.1 of the paper.)
 
 Cache per token and layer: ``d_c + d_r`` numbers (DeepSeek-V2: 512 + 64), against ``2 h d_h`` for
 multi-head attention (2 x 128 x 128).
@@ -100,32 +107,34 @@ def mla_attention(x, params: dict, num_heads: int) -> np.ndarray:
 
 
 def absorb_mla_params(params: dict, num_heads: int) -> dict:
-    """The absorbed projections of each head ``i``: ``"w_q_latent"`` ``(h, d_model, d_c)`` =
-    ``W_Q,i W_UK,i^T`` (the query projected into the latent space) and ``"w_o_latent"`` ``(h, d_c,
-    d_model)`` = ``W_UV,i W_O,i`` (a head's latent output projected to the model's width)."""
+    """The per-head factors a decoding step absorbs, laid out once before decoding:
+    ``"w_uk_t"`` ``(h, d_h, d_c)``, head ``i``'s ``W_UK,i^T`` (takes its query into the latent
+    space), and ``"w_uv"`` ``(h, d_c, d_h)``, head ``i``'s ``W_UV,i`` (takes its weighted sum of
+    latents to its output). Views of ``params`` where NumPy can make them."""
     p = {
         name: as_float_array(name, params[name])
         for name in _checks.MLA_PARAM_NAMES
         if name in params
     }
-    d_model, d_c, d_h, _ = _checks.mla_params(p, num_heads)
-    w_q = p["w_q"].reshape(d_model, num_heads, d_h).transpose(1, 0, 2)  # (h, d_model, d_h)
-    w_uk = p["w_uk"].reshape(d_c, num_heads, d_h).transpose(1, 0, 2)  # (h, d_c, d_h)
-    w_uv = p["w_uv"].reshape(d_c, num_heads, d_h).transpose(1, 0, 2)  # (h, d_c, d_h)
-    w_o = p["w_o"].reshape(num_heads, d_h, d_model)  # (h, d_h, d_model)
-    return {"w_q_latent": w_q @ w_uk.transpose(0, 2, 1), "w_o_latent": w_uv @ w_o}
+    _, d_c, d_h, _ = _checks.mla_params(p, num_heads)
+    return {
+        "w_uk_t": p["w_uk"].reshape(d_c, num_heads, d_h).transpose(1, 2, 0),  # (h, d_h, d_c)
+        "w_uv": p["w_uv"].reshape(d_c, num_heads, d_h).transpose(1, 0, 2),  # (h, d_c, d_h)
+    }
 
 
 def mla_decode_step(
     x_new, params: dict, num_heads: int, cache: dict, position: int, absorbed: dict | None = None
 ) -> np.ndarray:
-    """One decoding step of MLA with the absorbed projections and a latent cache.
+    """One decoding step of MLA in the latent space, with the absorbed factors.
 
     ``x_new`` ``(..., 1, d_model)`` is the input at ``position``; ``cache`` (empty at the first
     step) keeps ``cache["latent"]`` ``(..., t, d_c)`` and ``cache["rope_key"]`` ``(..., t, d_r)``
-    for the ``t`` positions so far, and nothing else. Scores and output are computed in the latent
-    space (``absorbed``: ``absorb_mla_params(params, num_heads)``, computed here when None).
-    Returns ``(..., 1, d_model)``: what ``mla_attention`` gives at that position.
+    for the ``t`` positions so far, and nothing else. Each head's query is taken into the latent
+    space by ``W_UK,i^T``, scored against the cached latents, and its weighted sum of latents taken
+    to its output by ``W_UV,i`` (``absorbed``: ``absorb_mla_params(params, num_heads)``, computed
+    once before decoding; here when None). Returns ``(..., 1, d_model)``: what ``mla_attention``
+    gives at that position.
     """
     x_new, p, (_, _, d_h, d_r) = _mla_input(x_new, params, num_heads)
     _checks.position(position)
@@ -134,13 +143,13 @@ def mla_decode_step(
     new = {"latent": x_new @ p["w_dkv"], "rope_key": rotary_embedding(x_new @ p["w_kr"], here)}
     for name, value in new.items():
         cache[name] = value if name not in cache else np.concatenate([cache[name], value], axis=-2)
-    q_latent = x_new[..., None, :, :] @ absorbed["w_q_latent"]  # (..., h, 1, d_c)
+    q_latent = split_heads(x_new @ p["w_q"], num_heads) @ absorbed["w_uk_t"]  # (..., h, 1, d_c)
     q_rope = rotary_embedding(split_heads(x_new @ p["w_qr"], num_heads), here)  # (..., h, 1, d_r)
     latent, rope_key = cache["latent"][..., None, :, :], cache["rope_key"][..., None, :, :]
     scores = q_latent @ np.swapaxes(latent, -1, -2) + q_rope @ np.swapaxes(rope_key, -1, -2)
     weights = softmax(scores / math.sqrt(d_h + d_r))  # the scale of the full query width
-    heads = weights @ latent  # (..., h, 1, d_c): each head's output, still in the latent space
-    return np.einsum("...hqc,hcd->...qd", heads, absorbed["w_o_latent"])
+    heads = (weights @ latent) @ absorbed["w_uv"]  # (..., h, 1, d_h): W_UV applied after attention
+    return merge_heads(heads) @ p["w_o"]
 
 
 def mla_cache_bytes_per_token(

@@ -71,34 +71,35 @@ def mla_attention(x, params: dict, num_heads: int) -> torch.Tensor:
 
 
 def absorb_mla_params(params: dict, num_heads: int) -> dict:
-    """``"w_q_latent"`` ``(h, d_model, d_c)`` = ``W_Q,i W_UK,i^T`` and ``"w_o_latent"`` ``(h,
-    d_c, d_model)`` = ``W_UV,i W_O,i``; see the NumPy twin."""
+    """``"w_uk_t"`` ``(h, d_h, d_c)``, head ``i``'s ``W_UK,i^T``, and ``"w_uv"`` ``(h, d_c,
+    d_h)``, head ``i``'s ``W_UV,i``: views of ``params``, laid out once before decoding; see the
+    NumPy twin."""
     p = {n: as_float_tensor(n, params[n]) for n in _checks.MLA_PARAM_NAMES if n in params}
-    d_model, d_c, d_h, _ = _checks.mla_params(p, num_heads)
-    w_q = p["w_q"].reshape(d_model, num_heads, d_h).transpose(0, 1)  # (h, d_model, d_h)
-    w_uk = p["w_uk"].reshape(d_c, num_heads, d_h).transpose(0, 1)  # (h, d_c, d_h)
-    w_uv = p["w_uv"].reshape(d_c, num_heads, d_h).transpose(0, 1)
-    w_o = p["w_o"].reshape(num_heads, d_h, d_model)
-    return {"w_q_latent": w_q @ w_uk.transpose(-1, -2), "w_o_latent": w_uv @ w_o}
+    _, d_c, d_h, _ = _checks.mla_params(p, num_heads)
+    return {
+        "w_uk_t": p["w_uk"].unflatten(1, (num_heads, d_h)).permute(1, 2, 0),  # (h, d_h, d_c)
+        "w_uv": p["w_uv"].unflatten(1, (num_heads, d_h)).transpose(0, 1),  # (h, d_c, d_h)
+    }
 
 
 def mla_decode_step(
     x_new, params: dict, num_heads: int, cache: dict, position: int, absorbed: dict | None = None
 ) -> torch.Tensor:
     """One MLA decoding step in the latent space, caching ``cache["latent"]`` ``(..., t, d_c)`` and
-    ``cache["rope_key"]`` ``(..., t, d_r)`` only: ``(..., 1, d_model)``; see the NumPy twin."""
+    ``cache["rope_key"]`` ``(..., t, d_r)`` only, with the absorbed factors: ``(..., 1,
+    d_model)``; see the NumPy twin."""
     x_new, p, (_, _, d_h, d_r) = _mla_input(x_new, params, num_heads)
     here = torch.tensor([_checks.position(position)])  # on the CPU, as rotary_embedding wants
     absorbed = absorb_mla_params(p, num_heads) if absorbed is None else absorbed
     new = {"latent": x_new @ p["w_dkv"], "rope_key": rotary_embedding(x_new @ p["w_kr"], here)}
     for name, value in new.items():
         cache[name] = value if name not in cache else torch.cat([cache[name], value], dim=-2)
-    q_latent = x_new.unsqueeze(-3) @ absorbed["w_q_latent"]  # (..., h, 1, d_c)
+    q_latent = split_heads(x_new @ p["w_q"], num_heads) @ absorbed["w_uk_t"]  # (..., h, 1, d_c)
     q_rope = rotary_embedding(split_heads(x_new @ p["w_qr"], num_heads), here)  # (..., h, 1, d_r)
     latent, rope_key = cache["latent"].unsqueeze(-3), cache["rope_key"].unsqueeze(-3)
     scores = q_latent @ latent.transpose(-1, -2) + q_rope @ rope_key.transpose(-1, -2)
-    heads = softmax(scores / math.sqrt(d_h + d_r)) @ latent  # (..., h, 1, d_c)
-    return torch.einsum("...hqc,hcd->...qd", heads, absorbed["w_o_latent"])
+    heads = (softmax(scores / math.sqrt(d_h + d_r)) @ latent) @ absorbed["w_uv"]  # (..., h, 1, d_h)
+    return merge_heads(heads) @ p["w_o"]
 
 
 def mla_cache_bytes_per_token(

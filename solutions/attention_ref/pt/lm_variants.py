@@ -113,15 +113,36 @@ def full_cache_policy(q, k_new, v_new, cache: dict, position: int) -> torch.Tens
     return grouped_query_attention(q, cache["k"], cache["v"])
 
 
-def cache_bytes(cache) -> int:
-    """The bytes of every tensor in ``cache`` (a dict, list or tuple, nested or not)."""
+def _storages(cache, seen: dict) -> None:
+    """Add to ``seen`` the storage behind every tensor in ``cache``: key -> bytes."""
     if isinstance(cache, torch.Tensor):
-        return cache.numel() * cache.element_size()
-    if isinstance(cache, dict):
-        cache = list(cache.values())
-    if isinstance(cache, (list, tuple)):
-        return sum(cache_bytes(item) for item in cache)
-    return 0
+        storage = cache.untyped_storage()
+        # a view keeps its whole storage alive; two views of one storage hold it once (a meta
+        # tensor has no address: each counts on its own)
+        key = id(cache) if cache.device.type == "meta" else (cache.device, storage.data_ptr())
+        seen[key] = storage.nbytes()
+    elif isinstance(cache, dict):
+        for item in cache.values():
+            _storages(item, seen)
+    elif isinstance(cache, (list, tuple)):
+        for item in cache:
+            _storages(item, seen)
+    elif not (cache is None or isinstance(cache, (bool, int, float, complex, str))):
+        raise TypeError(
+            f"a cache may hold tensors, in dicts, lists and tuples, and numbers, strings or "
+            f"None, not {type(cache).__module__}.{type(cache).__qualname__}: its bytes could "
+            "not be counted"
+        )
+
+
+def cache_bytes(cache) -> int:
+    """The bytes of the storage behind every tensor in ``cache`` (a dict, list or tuple, nested or
+    not): a view counts the whole tensor it keeps alive, and one storage counts once. Numbers,
+    strings and None count 0; anything else (a ``collections.deque``, a NumPy array, an object of
+    one's own) raises a TypeError that names its type, since its bytes could not be counted."""
+    seen: dict = {}
+    _storages(cache, seen)
+    return sum(seen.values())
 
 
 def _decode_step(model, token, caches: list, position: int, policy) -> torch.Tensor:

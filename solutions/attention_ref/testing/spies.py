@@ -13,21 +13,43 @@ class TorchRecord:
     def __init__(self):
         self.calls: dict[str, int] = {}  # function name -> how many times it ran
         self.largest_bytes = 0  # the largest storage behind a tensor any function returned
+        # the same, leaving out the storages of the call's arguments (a view of a weight passed
+        # in makes nothing new): what the call itself allocated
+        self.largest_new_bytes = 0
 
     def count(self, *fragments: str) -> int:
         """How many calls had a name containing one of ``fragments`` ("conv", "matmul", ...)."""
         return sum(n for name, n in self.calls.items() if any(f in name for f in fragments))
 
 
+def _argument_storages(values) -> set:
+    """The addresses of the storages behind every tensor in ``values`` (dicts, lists and tuples
+    followed)."""
+    import torch
+
+    found, todo = set(), [values]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, torch.Tensor) and value.device.type != "meta":
+            found.add((value.device, value.untyped_storage().data_ptr()))
+        elif isinstance(value, dict):
+            todo.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            todo.extend(value)
+    return found
+
+
 def record_torch(fn, *args, **kwargs):
     """Run ``fn(*args, **kwargs)``; return ``(result, record)``: each PyTorch function it ran
     (``record.calls``, by name: ``conv1d``, ``matmul``, ``softmax``, ...) and the largest block of
-    memory behind any tensor those functions returned (``record.largest_bytes``)."""
+    memory behind any tensor those functions returned (``record.largest_bytes``; without the
+    arguments' own storages, which views of them share: ``record.largest_new_bytes``)."""
     require_untampered()
     import torch
     from torch.overrides import TorchFunctionMode
 
     record = TorchRecord()
+    given = _argument_storages((args, kwargs))
 
     class Recording(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -36,8 +58,10 @@ def record_torch(fn, *args, **kwargs):
             record.calls[name] = record.calls.get(name, 0) + 1
             for tensor in out if isinstance(out, (tuple, list)) else (out,):
                 if isinstance(tensor, torch.Tensor) and tensor.device.type != "meta":
-                    size = tensor.untyped_storage().nbytes()
-                    record.largest_bytes = max(record.largest_bytes, size)
+                    storage = tensor.untyped_storage()
+                    record.largest_bytes = max(record.largest_bytes, storage.nbytes())
+                    if (tensor.device, storage.data_ptr()) not in given:
+                        record.largest_new_bytes = max(record.largest_new_bytes, storage.nbytes())
             return out
 
     with Recording():
