@@ -86,7 +86,10 @@ def test_make_check_falls_back_to_the_python_only_sandbox_with_a_notice(monkeypa
     finally:
         selfcheck._sandbox_flags.cache_clear()
     notice = capsys.readouterr().err.strip().splitlines()
-    assert notice == ["note: grading in the Python-only sandbox (this is darwin)"]
+    assert notice == [
+        "note: your notebook is graded without the operating system's sandbox an instructor "
+        "uses (this is darwin); the points are the same"
+    ]
 
 
 PROBE = """

@@ -95,7 +95,16 @@ def test_make_lab_shows_the_learners_jupyterlab():
     dry = subprocess.run(
         ["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert f"JUPYTER_CONFIG_PATH={hubconfig.LEARNER}" in dry
+    import re
+
+    (layers,) = re.findall(r"JUPYTER_CONFIG_PATH=(\S+)", dry)
+    assert str(hubconfig.LEARNER) in layers.split(":")
+    # alone, no Assignment List (it needs a class's exchange); on the hub the learner keeps it
+    solo = json.loads(
+        (ROOT / "classroom" / "solo-lab" / "labconfig" / "page_config.json").read_text()
+    )
+    assert solo["disabledExtensions"]["@jupyter/nbgrader:assignment-list"] is True
+    assert str(ROOT / "classroom" / "solo-lab") in layers.split(":")
     page = json.loads((hubconfig.LEARNER / "labconfig" / "page_config.json").read_text())
     assert set(page["disabledExtensions"]) >= {
         "@jupyter/nbgrader:create-assignment",
@@ -107,3 +116,4 @@ def test_make_lab_shows_the_learners_jupyterlab():
     extensions = server["ServerApp"]["jpserver_extensions"]
     assert extensions["nbgrader.server_extensions.formgrader"] is False
     assert server["LabApp"]["news_url"] is None
+    assert "nbgrader.server_extensions.assignment_list" not in extensions  # the hub's students
