@@ -127,6 +127,7 @@ def test_the_mutants_are_the_mistakes_attention_code_has_in_a_fixed_order():
         ("weights = torch.from_numpy(weights).masked_fill(pad, 0.0)",
          "weights = torch.from_numpy(weights).masked_fill(~pad, 0.0)"),  # the other convention
         ("return weights @ v", "return v @ weights"),
+        ("scores = q @ k.swapaxes(-1, -2)", "scores = k @ k.swapaxes(-1, -2)"),  # q and k mixed up
         ("if mask is not None:", "if mask is None:"),
     ]  # fmt: skip
     missing = [pair for pair in expected if pair not in changes]

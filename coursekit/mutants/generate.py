@@ -22,10 +22,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import PositionProvider
+from libcst.metadata import ExpressionContext, ExpressionContextProvider, PositionProvider
 from mutmut.mutation.file_mutation import deep_replace
 
-from coursekit.mutants.operators import droppable, replacements
+from coursekit.mutants.operators import droppable, mixed_up, replacements
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 # Calls whose arguments no test reads, or that mutmut itself leaves alone (len, isinstance).
@@ -42,7 +42,7 @@ QUIET_CALLS = {
 }
 # Nodes whose inside is never mutated (see the module's docstring).
 QUIET_NODES = (cst.FormattedString, cst.Decorator, cst.Annotation, cst.Raise, cst.Assert)
-DROPPED = "statement dropped"
+DROPPED, MIXED = "statement dropped", "name mixed up"
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,10 @@ def _changes(
     """(operator, node, replacement) for every change inside ``region``, in source order."""
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
+    read = _read_names(wrapper)
+    present = {n.value for n in read} | {
+        n.value for n in positions if isinstance(n, (cst.Name, cst.SimpleString))
+    }
 
     def inside(node) -> bool:
         position = positions.get(node)
@@ -115,10 +119,32 @@ def _changes(
         if inside(node):
             for name, new in replacements(node):
                 yield name, node, new
+            if node in read or isinstance(node, cst.SimpleString):
+                for new in mixed_up(node, present):
+                    yield MIXED, node, new
         for child in node.children:
             yield from visit(child)
 
     yield from visit(module)
+
+
+def _read_names(wrapper: cst.MetadataWrapper) -> set[cst.Name]:
+    """The names the code reads: not those it binds, nor a keyword argument's name."""
+    context = wrapper.resolve(ExpressionContextProvider)
+    keywords = {
+        arg.keyword for arg in _walk(wrapper.module) if isinstance(arg, cst.Arg) and arg.keyword
+    }
+    return {
+        node
+        for node, how in context.items()
+        if isinstance(node, cst.Name) and how == ExpressionContext.LOAD and node not in keywords
+    }
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
 
 
 def _statements(source: str) -> list[tuple[int, int]]:

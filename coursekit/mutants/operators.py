@@ -29,7 +29,9 @@ swapped (``x[:, None]`` -> ``x[None, :]``: a broadcast along the wrong axis); ``
 ``"inf"``; slices cut on the other side (``x[:k]`` -> ``x[k:]``: the halves of RoPE) or left
 open; a bound that is a name, not a number, one off (``x[:t + 1]``, ``range(n - 1)``: a window
 one too long, a causal offset one short); a boolean mask inverted (``masked_fill(~m, ...)``,
-``key_padding_mask=~m``: the two conventions); and a statement dropped (a mask line, a scale, an
+``key_padding_mask=~m``: the two conventions); a name read in place of its twin (``keys`` for
+``queries``, ``params["w_v"]`` for ``params["w_k"]``, ``n_k`` for ``n_q``: tests that hand in
+one array as queries and keys cannot see it); and a statement dropped (a mask line, a scale, an
 in-place update).
 """
 
@@ -325,6 +327,28 @@ def mask_inverted(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
             args = list(node.args)
             args[i] = arg.with_changes(value=new)
             yield node.with_changes(args=args)
+
+
+# Names, and dictionary keys, that attention code mixes up: one read in place of another of its
+# family (a test that hands the same array in as queries and keys cannot tell q from k).
+FAMILIES = [
+    ("queries", "keys", "values"), ("query", "key", "value"), ("q", "k", "v"), ("Q", "K", "V"),
+    ("k_new", "v_new"), ("n_q", "n_k"), ("d_k", "d_v"), ("d_model", "d_ff"), ("start", "stop"),
+    ("i", "j"), ("src", "tgt"), ("n_src", "n_tgt"), ("src_mask", "tgt_mask", "memory_mask"),
+    ("src_lengths", "tgt_lengths"), ("src_ignore", "tgt_ignore"),
+    ('"w_q"', '"w_k"', '"w_v"'), ('"b_q"', '"b_k"', '"b_v"'), ('"k"', '"v"'),
+]  # fmt: skip
+_FAMILY = {member: family for family in FAMILIES for member in family}
+
+
+def mixed_up(node: cst.CSTNode, present: set[str]) -> Iterable[cst.CSTNode]:
+    """A name read (or a string key) replaced by another of its family that the cell also has:
+    ``keys`` for ``queries``, ``params["w_v"]`` for ``params["w_k"]``. Only for names the code
+    reads (:mod:`coursekit.mutants.generate` says which), not those it binds."""
+    text = node.value if isinstance(node, (cst.Name, cst.SimpleString)) else None
+    for other in _FAMILY.get(text, ()):
+        if other != text and other in present:
+            yield node.with_changes(value=other)
 
 
 # (name, operator) in the order they are tried at each node: the mutants' order is fixed.

@@ -19,7 +19,7 @@ from coursekit.course.skipped import is_skipped
 from coursekit.mutants.generate import Mutant, mutants_of
 
 # Raised when what a mutant is, or how it runs, changes: every recorded run is then stale.
-VERSION = "2"
+VERSION = "3"
 
 
 @dataclass
