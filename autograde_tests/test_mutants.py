@@ -183,7 +183,7 @@ def test_mutants_are_killed_by_their_tests_survive_or_time_out(tmp_path, monkeyp
         "equivalent:\n- {cell: count_up, line: x = 0, mutant: x = 1, why: n >= 1 counts alike}\n"
     )
     found = triage.read(folder)
-    count = tally(exercise, results, found)
+    count = tally(results, found)
     assert count.equivalent == 1 and count.mutants == len(results)
     assert count.killed + count.equivalent + len(count.survivors) == count.mutants
     found.records["count_up"] = count.record(exercise.graded)

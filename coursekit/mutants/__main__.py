@@ -65,7 +65,7 @@ def _list(item, todo) -> None:
             print("\n".join(f"    {line}" for line in diff(mutant)))
 
 
-def _survivors(item, todo, results, counts) -> list[str]:
+def _survivors(item, todo, counts) -> list[str]:
     text = item.source.read_text(encoding="utf-8")
     out = []
     for exercise in todo:
@@ -118,11 +118,11 @@ def mutate_lesson(item, options) -> tuple[Tally, float]:
     ) as bar:
         results = run_lesson(item, nb, todo, options.jobs, lambda result: bar.update(1))
     seconds = time.monotonic() - started
-    counts = {e.cell: tally(e, results[e.cell], triage) for e in todo}
+    counts = {e.cell: tally(results[e.cell], triage) for e in todo}
     lesson_count = Tally()
     for count in counts.values():
         lesson_count += count
-    for block in _survivors(item, todo, results, counts):
+    for block in _survivors(item, todo, counts):
         print(block)
     if not options.no_write:
         for notice in _record(item, todo, counts, triage, whole=only is None):

@@ -5,7 +5,9 @@ skips left out), up to each exercise's answer. There the namespace is forked: fi
 answer itself (every test it reaches must pass, and its time sets the mutants' limit), then once
 per mutant, which runs its mutated answer and the cells after it up to the last test the answer
 reaches, and is killed as soon as one of those tests fails, or when it runs past its limit or
-crashes. No nbgrader, no kernel: a mutant costs what its cells cost.
+crashes. No nbgrader, no kernel: a mutant costs what its cells cost. The cells run in a
+temporary folder that holds links to the files shipped beside the lesson: what they write stays
+out of solutions/.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import tempfile
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from coursekit.course.cells import grade_id, is_test
 from coursekit.mutants.forks import Forks
@@ -106,22 +110,36 @@ def run_lesson(
     with up to ``jobs`` children at once; ``report`` is told of each result as it comes."""
     results: dict[str, list[Result]] = {}
     by_position = {exercise.position: exercise for exercise in todo}
-    last = max(by_position, default=-1)
     namespace = {"__name__": "__main__"}
     folder = os.getcwd()
-    os.chdir(lesson.source.parent)  # as grading runs a notebook: in its own folder
-    try:
-        for position, cell in enumerate(graded_cells(nb)):
-            if position in by_position:
-                exercise = by_position[position]
-                results[exercise.cell] = _test_exercise(
-                    namespace, exercise, lesson.assignment, jobs, report
-                )
-            if position >= last:
-                break
-            error = run_cell(cell.source, grade_id(cell) or f"code cell {position}", namespace)
-            if error and is_test(cell):
-                raise LessonBroken(f"{lesson.assignment}: {grade_id(cell)} fails here: {error}")
-    finally:
-        os.chdir(folder)
+    with tempfile.TemporaryDirectory(prefix=f"mutants-{lesson.assignment}-") as workdir:
+        os.chdir(_workdir(lesson, Path(workdir)))
+        try:
+            _run_cells(nb, by_position, namespace, lesson, jobs, report, results)
+        finally:
+            os.chdir(folder)
     return results
+
+
+def _workdir(lesson, workdir: Path) -> Path:
+    """A folder like the one grading runs a notebook in: the files shipped beside the lesson
+    (linked, to be read), and room for what its cells write, which never lands in solutions/."""
+    for shipped in lesson.source.parent.iterdir():
+        if shipped.suffix not in {".md", ".yml", ".ipynb"} and not shipped.name.startswith("."):
+            (workdir / shipped.name).symlink_to(shipped)
+    return workdir
+
+
+def _run_cells(nb, by_position, namespace, lesson, jobs, report, results) -> None:
+    last = max(by_position, default=-1)
+    for position, cell in enumerate(graded_cells(nb)):
+        if position in by_position:
+            exercise = by_position[position]
+            results[exercise.cell] = _test_exercise(
+                namespace, exercise, lesson.assignment, jobs, report
+            )
+        if position >= last:
+            break
+        error = run_cell(cell.source, grade_id(cell) or f"code cell {position}", namespace)
+        if error and is_test(cell):
+            raise LessonBroken(f"{lesson.assignment}: {grade_id(cell)} fails here: {error}")

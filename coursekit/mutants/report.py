@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 from coursekit.mutants.execution import Result
 from coursekit.mutants.generate import Mutant, diff
-from coursekit.mutants.plan import Exercise
 from coursekit.mutants.triage import Triage, dump
 
 GOAL = 0.95  # of the mutants that are not equivalent, the share the tests must kill
@@ -68,7 +67,7 @@ class Tally:
         }
 
 
-def tally(exercise: Exercise, results: list[Result], triage: Triage) -> Tally:
+def tally(results: list[Result], triage: Triage) -> Tally:
     count = Tally()
     for result in results:
         count.add(result, triage.why(result.mutant.key))
