@@ -34,6 +34,8 @@ TRIAGED: set[str] = {
     "lesson07",
     "lesson08",
     "lesson09",
+    "lesson10",
+    "lesson12",
 }
 LESSONS = {item.assignment: item for item in all_lessons()}
 WITH_TRIAGE = sorted(
