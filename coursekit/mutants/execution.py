@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import linecache
 import os
 import tempfile
 import traceback
@@ -52,9 +53,13 @@ def run_cell(source: str, name: str, namespace: dict) -> str | None:
     """Run one cell's code in ``namespace``, its output discarded; None, or its error in one
     line."""
     sink = io.StringIO()
+    filename = f"<cell {name}>"
+    # Its source where inspect finds it, as IPython puts a cell's (Triton's @jit reads it); no
+    # modification time, so that linecache.checkcache keeps it.
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            exec(compile(source, f"<cell {name}>", "exec"), namespace)
+            exec(compile(source, filename, "exec"), namespace)
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # noqa: BLE001 -- a cell may raise anything, SystemExit too
