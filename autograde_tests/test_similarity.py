@@ -123,9 +123,15 @@ def test_disguised_copies_are_found_and_honest_pairs_are_not(detected, capsys):
     assert made >= 100 and {t.how for t in detected.copies} >= {*DISGUISES} - {"loops"}
     assert found >= 0.95 * made, detected.lines()
     assert len(detected.honest) >= 20 and not [t for t in detected.honest if t.flagged]
+    # written by hand, blind (coursekit/democlass/handwritten/): no honest pair flagged, and the
+    # copies the report has found since the trial stay found
+    assert len(detected.honest_by_hand) >= 18
+    assert not [t for t in detected.honest_by_hand if t.flagged], detected.hand_lines()
+    assert sum(t.flagged for t in detected.by_hand) >= 10, detected.hand_lines()
     book = (ROOT / "book" / "grading.md").read_text(encoding="utf-8").splitlines()
+    quoted = ("disguised copies", "temporaries", "everything", "honest", "copies disguised by hand")
     for line in detected.lines():  # what the book quotes of it is what it measures
-        if line.lstrip().startswith(("disguised copies", "temporaries", "everything", "honest")):
+        if line.lstrip().startswith(quoted):
             assert line in book, f"book/grading.md should quote: {line}"
 
 
@@ -306,6 +312,31 @@ def test_normalising_undoes_helpers_loops_order_and_temporaries():
     assert "def f(" in normalise_answers({"cell": plain}, {"f"})["cell"]  # the exercise stays
 
 
+SPELLED = [  # (as the solution writes it, as a copier respelled it): the same code compared
+    ("return q @ np.swapaxes(k, -1, -2)", "return np.matmul(q, k.swapaxes(-2, -1))"),
+    ("return x / y - x", "return operator.sub(operator.truediv(x, y), x)"),
+    ("return (x * y).sum(axis=-1)", "return np.sum(torch.mul(x, y), axis=-1)"),
+    ("return x[..., :, None] - y[..., None, :]", "return np.expand_dims(x, -1) - y.unsqueeze(-2)"),
+    ("return np.maximum(0.0, x @ y) @ y.T", "return (x @ y).clamp(min=0.0) @ y.transpose(0, 1)"),
+    ("return {'a': x, 'b': y}", "out = {}\nout['b'] = y\nout['a'] = x\nreturn out"),
+    ("return dict(b=y, a=x)", "return {'a': x, 'b': y}"),
+    ("e = np.exp(x - x.max())\nreturn e / e.sum()",
+     "e = x - np.max(x)\nnp.exp(e, out=e)\ne /= np.add.reduce(e)\nreturn e"),
+    ("for t in x:\n    if not np.allclose(t, y):\n        return False\nreturn True",
+     "return all(np.allclose(t, y) for t in x)"),
+    ("lo, hi = 1.0, 2 * x\nreturn lo + hi", "hi = x * 2\nlo = 1.0\nreturn hi + lo"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("plain, respelled", SPELLED)
+def test_one_operation_spelled_another_way_is_compared_as_written_first(plain, respelled):
+    assert _same(_exercise("f", plain), _exercise("f", respelled)), (
+        normalise_answers({"c": _exercise("f", plain)}, {"f"}),
+        normalise_answers({"c": _exercise("f", respelled)}, {"f"}),
+    )
+    assert not _same(_exercise("f", plain), _exercise("f", plain.replace("x", "y")))
+
+
 def test_normalising_leaves_what_it_cannot_read_and_survives_recursion():
     broken = "def f(x:\n    return x\n"
     assert normalise_answers({"cell": broken}) == {"cell": broken}
@@ -331,19 +362,43 @@ OWN = {  # three learners' answers to four exercises, each long enough to finger
 }  # fmt: skip
 
 
+LONGER = {  # the same learners' answers to two longer exercises
+    "ann": ["if x.shape[-1] != y.shape[-1]:\n    raise ValueError('the last axes differ')\n"
+            "s = x @ y.T / np.sqrt(x.shape[-1])\nw = np.exp(s - s.max(axis=-1, keepdims=True))\n"
+            "w = w / w.sum(axis=-1, keepdims=True)\nif np.isnan(w).any():\n"
+            "    raise FloatingPointError(np.argwhere(np.isnan(w))[0])\nout = w @ y\n"
+            "return out - out.mean(axis=0), w.max(axis=-1)",
+            "lo, hi = 0.0, 1.0\nwhile np.sum(x > hi) > 0:\n    hi *= 2\nfor _ in range(60):\n"
+            "    mid = (lo + hi) / 2\n    if np.mean(np.minimum(x, mid)) < y:\n        lo = mid\n"
+            "    else:\n        hi = mid\nif abs(np.mean(np.minimum(x, hi)) - y) > 1e-6:\n"
+            "    raise ValueError((lo, hi))\nreturn (lo + hi) / 2, np.minimum(x, hi)"],
+    "bo": ["assert x.shape[1] == y.shape[1], 'shapes'\nscores = np.einsum('id,jd->ij', x, y)\n"
+           "scores /= x.shape[1] ** 0.5\nm = scores.max(1)[:, None]\np = np.exp(scores - m)\n"
+           "p /= p.sum(1)[:, None]\nreturn np.einsum('ij,jd->id', p, y), p",
+           "grid = np.linspace(0, x.max(), 10001)\n"
+           "means = np.array([np.clip(x, None, g).mean() for g in grid])\n"
+           "return grid[np.searchsorted(means, y)]"],
+}  # fmt: skip
+
+
 def test_half_a_notebook_copied_is_flagged_by_its_exercises(tmp_path):
-    names = [f"e{i}" for i in range(4)]
+    names = [f"e{i}" for i in range(6)]
     stubs = {n: f"def {n}(x, y):\n    raise NotImplementedError()\n" for n in names}
-    by = {who: {n: _exercise(n, b) for n, b in zip(names, bodies)} for who, bodies in OWN.items()}
-    by["cy"] = by["ann"] | {n: by["bo"][n] for n in names[2:]}  # ann's half, and bo's
+    both = {who: OWN[who] + LONGER[who] for who in OWN}
+    by = {who: {n: _exercise(n, b) for n, b in zip(names, bodies)} for who, bodies in both.items()}
+    by["cy"] = by["ann"] | {n: by["bo"][n] for n in names[:4]}  # ann's long answers, and bo's
+    by["di"] = by["ann"] | {n: by["bo"][n] for n in names[2:]}  # ann's two short answers, bo's
     report = similarity.similarity_of(by, stubs)
     pairs = {(p.first, p.second): p for p in report.pairs}
-    assert [n for n, _ in pairs["ann", "cy"].alike] == names[:2]
+    assert [n for n, _ in pairs["ann", "cy"].alike] == names[4:]
     assert pairs["ann", "cy"].score < THRESHOLD  # the whole answers alone would not flag it
     assert report.is_flagged(pairs["ann", "cy"]) and not report.is_flagged(pairs["ann", "bo"])
+    # two short answers alike are what independent learners write: they count for their length
+    assert [n for n, _ in pairs["ann", "di"].alike] == names[:2]
+    assert pairs["ann", "di"].weight < 2 and not report.is_flagged(pairs["ann", "di"])
     page = similarity.write_reports(tmp_path, report, "lesson01").read_text()
-    assert "Exercises alike: e0 100%, e1 100%" in page
-    assert "e0:1.000 e1:1.000" in (tmp_path / "similarity.csv").read_text()
+    assert "Exercises alike: e4 100%, e5 100%" in page
+    assert "e4:1.000 e5:1.000" in (tmp_path / "similarity.csv").read_text()
 
 
 def test_earlier_terms_are_compared_too(tmp_path, monkeypatch):

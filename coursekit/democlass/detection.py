@@ -7,6 +7,11 @@ work: both rates, measured on every lesson with the report's own code.
 * **Honest pairs**: notebooks of the course's independently written correct answers
   (solutions/*/alternatives.yml, with each lesson's solution), every pair of them in a lesson.
   One is *flagged* when the report flags it: a false accusation to read and dismiss.
+* **Written by hand** (coursekit/democlass/handwritten/<lesson>.yml): copies an engineer who had
+  read neither the report's code nor the disguises above disguised by hand, and a whole notebook
+  that engineer answered blind from the exercise texts: its pairs with the solution and with
+  each copy it has no part in are honest pairs. (The course's alternatives were written to
+  differ; an honest learner writes the short exercises as the solution does.)
 
 ``make grade-class`` prints both (python -m coursekit.democlass), autograde_tests/
 test_similarity.py holds them to the course's goals, and book/grading.md quotes them.
@@ -16,8 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
+from pathlib import Path
 
 import nbformat
+import yaml
 
 from coursekit.course.lessons import all_lessons
 from coursekit.course.mistakes import fill_solutions, read_alternatives
@@ -26,6 +33,8 @@ from coursekit.democlass.disguises import DISGUISES, _solutions, disguised_copie
 from coursekit.grading.similarity import Settings, similarity_of
 
 HALVES = ("half-blank", "half-alternative")
+HANDWRITTEN = Path(__file__).parent / "handwritten"  # <lesson>.yml: copies and an honest answer
+BY_HAND = "by hand"  # the Trial.how of the hand-written copies and honest pairs begins so
 
 
 @dataclass(frozen=True)
@@ -48,10 +57,28 @@ class Trial:
 class Detection:
     copies: list[Trial] = field(default_factory=list)
     honest: list[Trial] = field(default_factory=list)
+    by_hand: list[Trial] = field(default_factory=list)  # hand-written copies
+    honest_by_hand: list[Trial] = field(default_factory=list)  # ... and honest pairs
 
     def found(self, how: str | None = None) -> tuple[int, int]:
         trials = [t for t in self.copies if how is None or t.how == how]
         return sum(t.flagged for t in trials), len(trials)
+
+    def hand_lines(self) -> list[str]:
+        if not self.by_hand:
+            return []
+        found = [t for t in self.by_hand if t.flagged]
+        flagged = [t for t in self.honest_by_hand if t.flagged]
+        lessons = sorted({t.lesson for t in self.by_hand})
+        missed = [f"{t.lesson} {t.first} {t.score:.2f}" for t in self.by_hand if not t.flagged]
+        return [
+            f"copies disguised by hand found: {len(found)} of {len(self.by_hand)} "
+            f"({', '.join(lessons)}; coursekit/democlass/handwritten/)",
+            *([f"  missed: {', '.join(missed)}"] if missed else []),
+            f"honest pairs written blind flagged: {len(flagged)} of {len(self.honest_by_hand)} "
+            "(a notebook answered from the exercise texts, with the solution and the copies)",
+            *(f"  FLAGGED: {t}" for t in flagged),
+        ]
 
     def lines(self) -> list[str]:
         found, made = self.found()
@@ -75,7 +102,7 @@ class Detection:
                     default=None)  # fmt: skip
         if worst is not None:
             lines.append(f"  the likest honest pair: {worst}")
-        return lines + [f"  FLAGGED: {t}" for t in flagged]
+        return lines + [f"  FLAGGED: {t}" for t in flagged] + self.hand_lines()
 
 
 def _trial(lesson: str, how: str, names, answered, stubs, settings: Settings) -> Trial:
@@ -106,4 +133,36 @@ def measure(lessons=None, settings: Settings | None = None) -> Detection:
             found.honest.append(
                 _trial(item.assignment, "honest", (one, other), answered, stubs, settings)
             )
+        _by_hand(found, item.assignment, original, stubs, settings)
     return found
+
+
+def handwritten(lesson: str) -> dict:
+    """``{"copies": [...], "honest": [...]}`` of coursekit/democlass/handwritten/<lesson>.yml
+    (each entry a ``name``, its ``cells`` ({exercise: code}) and, for a copy, ``how`` and
+    whether it ``has_honest`` code); empty lists without one."""
+    path = HANDWRITTEN / f"{lesson}.yml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return {"copies": data.get("copies", []), "honest": data.get("honest", [])}
+
+
+def _by_hand(found: Detection, lesson: str, original, stubs, settings: Settings) -> None:
+    """The hand-written copies of ``lesson`` with the solution, and its honest notebooks with
+    the solution and with each copy that holds none of their code."""
+    written = handwritten(lesson)
+    notebooks = {e["name"]: stubs | e["cells"] for e in written["copies"] + written["honest"]}
+    for entry in written["copies"]:
+        answered = {"solution": original, entry["name"]: notebooks[entry["name"]]}
+        how = f"{BY_HAND} {entry['name']}"
+        found.by_hand.append(_trial(lesson, how, (entry["name"], "solution"), answered, stubs,
+                                    settings))  # fmt: skip
+    others = ["solution", *(e["name"] for e in written["copies"] if not e.get("has_honest"))]
+    for entry in written["honest"]:
+        for other in others:
+            answered = {entry["name"]: notebooks[entry["name"]],
+                        other: original if other == "solution" else notebooks[other]}  # fmt: skip
+            found.honest_by_hand.append(
+                _trial(
+                    lesson, f"{BY_HAND} honest", (entry["name"], other), answered, stubs, settings
+                )
+            )

@@ -13,6 +13,10 @@ cut every k-gram they fall into. :func:`normalise` parses the cell and writes it
 * ``if`` / ``while`` on a constant: the branch that runs is kept, the other dropped;
 * assignments, inside a function, to names that the function never reads (dead stores).
 
+:func:`normalise_answers` (a whole submission) also writes one spelling for what NumPy, PyTorch
+and the standard library let a copier write in several (coursekit.grading.spellings), inlines
+the submission's helpers, and puts what can be written in several orders in one.
+
 What does not parse (a broken answer) is compared as written. Normalising changes only what is
 compared, never what is graded or shown to anyone.
 """
@@ -21,6 +25,8 @@ from __future__ import annotations
 
 import ast
 import copy
+
+from coursekit.grading import spellings
 
 _NO_EFFECT = (ast.Constant, ast.Name, ast.Attribute)
 
@@ -183,13 +189,14 @@ class _Inline(ast.NodeTransformer):
 
 
 def _inline(trees: dict[str, ast.Module], keep: set[str]) -> None:
-    """Inline the submission's own plain helpers (not the exercises' functions, ``keep``) into
-    every cell, and drop the helpers nothing calls any more."""
+    """Inline the submission's own plain helpers (of the exercises' functions, ``keep``, only
+    those that return one expression) into every cell, and drop the helpers nothing calls any
+    more (never an exercise's function)."""
     helpers = {
         node.name: node
         for tree in trees.values()
         for node in tree.body
-        if _plain(node) and node.name not in keep
+        if _plain(node) and (node.name not in keep or _one_return(node))
     }
     for _ in range(3):  # helpers of helpers
         inliner = _Inline(helpers)
@@ -199,7 +206,17 @@ def _inline(trees: dict[str, ast.Module], keep: set[str]) -> None:
             break
     called = {n.id for t in trees.values() for n in ast.walk(t) if isinstance(n, ast.Name)}
     for tree in trees.values():
-        tree.body = [n for n in tree.body if not (n in helpers.values() and n.name not in called)]
+        tree.body = [
+            n
+            for n in tree.body
+            if not (n in helpers.values() and n.name not in called and n.name not in keep)
+        ]
+
+
+def _one_return(function: ast.FunctionDef) -> bool:
+    """An exercise's function that only returns an expression (``return weights @ values``):
+    its calls in other answers are inlined too (its own answer stays)."""
+    return len(function.body) == 1 and isinstance(function.body[0], ast.Return)
 
 
 class _Canonical(ast.NodeTransformer):
@@ -246,7 +263,7 @@ class _Canonical(ast.NodeTransformer):
         for name in ("body", "orelse", "finalbody"):
             block = getattr(node, name, None)
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                block = _in_order(_as_comprehensions(_as_for(block)))
+                block = _in_order(_as_comprehensions(_as_for(_as_all_any(_as_dict(block)))))
                 setattr(node, name, _substituted(block, counts) if counts else block)
         return node
 
@@ -269,7 +286,9 @@ _AGAIN = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 def _substituted(block: list[ast.stmt], counts: dict[str, tuple[int, int]]) -> list[ast.stmt]:
     """A variable bound once, read once, in the very next statement (not in a loop, lambda or
     comprehension there), replaced by what it was given: ``t = a @ b`` / ``return t / c`` as
-    ``return a @ b / c``, whichever way a learner (or a copier) split the expression. Inside
+    ``return a @ b / c``, whichever way a learner (or a copier) split the expression; the same
+    for a value read once by the statement that rebinds its name or returns (``x = x - m`` /
+    ``x = x.exp()`` as ``x = (x - m).exp()``, the chains of in-place updates). Inside
     functions only (``counts``: the enclosing function's names; at a cell's top level other
     cells may read a name)."""
     out: list[ast.stmt] = []
@@ -279,7 +298,7 @@ def _substituted(block: list[ast.stmt], counts: dict[str, tuple[int, int]]) -> l
             isinstance(last, ast.Assign)
             and len(last.targets) == 1
             and isinstance(name := last.targets[0], ast.Name)
-            and counts.get(name.id) == (1, 1)
+            and (counts.get(name.id) == (1, 1) or _rebinds(statement, name.id))
             and isinstance(statement, _ONCE)
         ):
             again = {
@@ -292,6 +311,19 @@ def _substituted(block: list[ast.stmt], counts: dict[str, tuple[int, int]]) -> l
                 out.pop()
         out.append(statement)
     return out
+
+
+def _rebinds(statement: ast.stmt, name: str) -> bool:
+    """``statement`` gives ``name`` a new value (``x = x - m`` after ``x = ...``) or returns: the
+    value before it is read there and never again, so it may be written in place of its name."""
+    if isinstance(statement, ast.Return):
+        return True
+    return (
+        isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], ast.Name)
+        and statement.targets[0].id == name
+    )
 
 
 def _as_for(block: list[ast.stmt]) -> list[ast.stmt]:
@@ -308,12 +340,7 @@ def _as_for(block: list[ast.stmt]) -> list[ast.stmt]:
             and isinstance(test.left, ast.Name)
             and test.left.id == name.id
             and isinstance(test.ops[0], ast.Lt)
-            and isinstance(step := statement.body[-1], ast.AugAssign)
-            and isinstance(step.target, ast.Name)
-            and step.target.id == name.id
-            and isinstance(step.op, ast.Add)
-            and isinstance(step.value, ast.Constant)
-            and step.value.value == 1
+            and _adds_one(statement.body[-1], name.id)
             and not statement.orelse
         ):
             bounds = [start.value, test.comparators[0]]
@@ -324,6 +351,24 @@ def _as_for(block: list[ast.stmt]) -> list[ast.stmt]:
             continue
         out.append(statement)
     return out
+
+
+def _adds_one(step: ast.stmt, name: str) -> bool:
+    """``name += 1``, or ``name = name + 1`` (coursekit.grading.spellings writes it so)."""
+    one = ast.dump(ast.Constant(1))
+    if isinstance(step, ast.AugAssign):
+        target, op, operands = step.target, step.op, [step.value]
+    elif isinstance(step, ast.Assign) and isinstance(step.value, ast.BinOp):
+        target, op, operands = step.targets[-1], step.value.op, [step.value.left, step.value.right]
+        operands = [o for o in operands if not (isinstance(o, ast.Name) and o.id == name)]
+    else:
+        return False
+    return (
+        isinstance(target, ast.Name)
+        and target.id == name
+        and isinstance(op, ast.Add)
+        and [ast.dump(o) for o in operands] == [one]
+    )
 
 
 def _appends_to(loop: ast.stmt, name: str) -> ast.expr | None:
@@ -362,6 +407,66 @@ def _as_comprehensions(block: list[ast.stmt]) -> list[ast.stmt]:
             and (comprehension := _appends_to(statement, start.targets[0].id)) is not None
         ):
             start.value = comprehension
+            continue
+        out.append(statement)
+    return out
+
+
+def _as_all_any(block: list[ast.stmt]) -> list[ast.stmt]:
+    """``for t in it: if not c: return False`` / ``return True`` as ``return all(c for t in
+    it)``, and ``if c: return True`` / ``return False`` as ``return any(...)``."""
+    out: list[ast.stmt] = []
+    for statement in block:
+        loop = out[-1] if out else None
+        found = _verdict(loop, statement) if isinstance(loop, ast.For) else None
+        if found is not None:
+            out[-1] = ast.Return(found)
+            continue
+        out.append(statement)
+    return out
+
+
+def _verdict(loop: ast.For, after: ast.stmt) -> ast.expr | None:
+    """``all(...)`` or ``any(...)`` of the loop :func:`_as_all_any` describes, else None."""
+    test = loop.body[0] if len(loop.body) == 1 and not loop.orelse else None
+    if not (isinstance(test, ast.If) and not test.orelse and len(test.body) == 1):
+        return None
+    early, last = test.body[0], after
+    if not (isinstance(early, ast.Return) and isinstance(last, ast.Return)):
+        return None
+    values = [getattr(r.value, "value", None) for r in (early, last)]
+    condition, name = test.test, "any"
+    if values == [False, True]:
+        name = "all"
+        negated = isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not)
+        condition = condition.operand if negated else ast.UnaryOp(ast.Not(), condition)
+    elif values != [True, False]:
+        return None
+    each = ast.GeneratorExp(condition, [ast.comprehension(loop.target, loop.iter, [], 0)])
+    return ast.Call(ast.Name(name, ast.Load()), [each], [])
+
+
+def _as_dict(block: list[ast.stmt]) -> list[ast.stmt]:
+    """``d = {}`` / ``d['a'] = x`` / ``d['b'] = y`` as ``d = {'a': x, 'b': y}``."""
+    out: list[ast.stmt] = []
+    for statement in block:
+        start = out[-1] if out else None
+        if (
+            isinstance(start, ast.Assign)
+            and len(start.targets) == 1
+            and isinstance(name := start.targets[0], ast.Name)
+            and isinstance(start.value, ast.Dict)
+            and isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(item := statement.targets[0], ast.Subscript)
+            and isinstance(item.value, ast.Name)
+            and item.value.id == name.id
+            and isinstance(item.slice, ast.Constant)
+            and name.id not in _names(statement.value)[0]
+        ):
+            start.value.keys.append(item.slice)
+            start.value.values.append(statement.value)
+            spellings.in_key_order(start.value)
             continue
         out.append(statement)
     return out
@@ -416,8 +521,11 @@ def normalise_answers(cells: dict[str, str], keep: set[str] = frozenset()) -> di
         except (SyntaxError, ValueError):
             continue
     try:
+        modules = set().union(*(spellings.modules_of(t) for t in trees.values()))
         for tree in trees.values():
-            tree.body = _statements(tree.body, None)
+            tree.body = _statements(spellings.respell(tree, modules).body, None)
+        for tree in trees.values():
+            _Canonical().visit(tree)  # so that more helpers return one expression
         _inline(trees, set(keep))
         for tree in trees.values():
             _Canonical().visit(tree)

@@ -14,7 +14,9 @@ Each pair is compared twice: its whole answers, and exercise by exercise. A pair
 when its whole answers score at least ``[similarity] threshold`` in course.toml (default
 :data:`THRESHOLD`), or when at least ``exercises`` of its exercises (default :data:`EXERCISES`)
 each score at least ``exercise_threshold`` (default :data:`EXERCISE_THRESHOLD`): a learner who
-copied half the exercises and wrote the rest is found by the second. ``archive`` names a folder
+copied half the exercises and wrote the rest is found by the second. An exercise shorter than
+:data:`EXERCISE_CODE` counts for its share of it: two learners who wrote a five-line softmax and
+a one-line ``weights @ values`` alike did what independent learners do. ``archive`` names a folder
 of earlier terms' submissions (each term a copy of nbgrader's submitted/ folder:
 ``<term>/<student>/<lesson>/<notebook>.ipynb``): every submission is compared with those too.
 
@@ -46,6 +48,10 @@ from coursekit.grading.normalise import defined, normalise_answers
 THRESHOLD = 0.75  # measured: see the module's docstring
 EXERCISE_THRESHOLD = 0.9  # an exercise this alike ...
 EXERCISES = 2  # ... in this many exercises flags a pair
+# ... each counting for its share of this much code as compared (copydetect's filtered characters,
+# about five lines): independent learners write short answers alike (a blind-written honest
+# lesson 1 shared four of them with the course's, 30 to 118 characters each)
+EXERCISE_CODE = 150
 NOISE = 25  # copydetect's default k: matches shorter than this many filtered characters are noise
 WINDOW = 1  # every k-gram is a fingerprint (copydetect's default guarantee = noise threshold)
 SHOWN = 30  # pairs in the HTML report at most
@@ -57,6 +63,8 @@ class Pair:
     second: str
     shares: tuple[float, float]  # of the first's code found in the second's, and the reverse
     alike: tuple[tuple[str, float], ...] = ()  # exercises at the exercise threshold, and scores
+    weight: float = 0.0  # how many exercises' worth of code those are (see EXERCISE_CODE)
+    code: int = 0  # the shorter one's code as compared (copydetect's filtered characters)
 
     @property
     def score(self) -> float:
@@ -167,31 +175,39 @@ def compare(texts: dict[str, str], boilerplate: str = "", wanted=None) -> list[P
     pairs = []
     wanted = wanted or (lambda a, b: True)
     for text in written:
-        same = (found[text].share_in(found[text]),) * 2
-        pairs += [Pair(a, b, same) for a, b in combinations(groups[text], 2) if wanted(a, b)]
+        same, code = (found[text].share_in(found[text]),) * 2, found[text].print.token_coverage
+        pairs += [Pair(a, b, same, code=int(code)) for a, b in combinations(groups[text], 2)
+                  if wanted(a, b)]  # fmt: skip
     for one, other in combinations(written, 2):
         between = [(a, b) for a in groups[one] for b in groups[other] if wanted(a, b)]
         if not between:
             continue
         shares = (found[one].share_in(found[other]), found[other].share_in(found[one]))
+        code = int(min(found[one].print.token_coverage, found[other].print.token_coverage))
         for a, b in between:
-            pairs.append(Pair(a, b, shares) if a < b else Pair(b, a, shares[::-1]))
+            pairs.append(Pair(a, b, shares, code=code) if a < b
+                         else Pair(b, a, shares[::-1], code=code))  # fmt: skip
     return sorted(pairs, key=lambda p: (-p.score, p.first, p.second))
 
 
 def alike_exercises(
     by_learner: dict[str, dict[str, str]], stubs: dict[str, str], limit: float, wanted=None
-) -> dict[tuple[str, str], tuple[tuple[str, float], ...]]:
-    """{(first, second): ((exercise, score), ...)}: the exercises in which a pair's answers
-    score at least ``limit``, each exercise compared on its own, its stub left out."""
+) -> dict[tuple[str, str], tuple[tuple[tuple[str, float], ...], float]]:
+    """{(first, second): (((exercise, score), ...), weight)}: the exercises in which a pair's
+    answers score at least ``limit``, each exercise compared on its own, its stub left out, and
+    how many exercises' worth of code they hold (each its shorter answer's share of
+    :data:`EXERCISE_CODE`, at most 1)."""
     found: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    weights: dict[tuple[str, str], float] = {}
     for exercise, stub in stubs.items():
         texts = {who: cells.get(exercise, "") for who, cells in by_learner.items()}
         for pair in compare(texts, stub, wanted):
             if pair.score < limit:
                 break  # most similar first
-            found.setdefault((pair.first, pair.second), []).append((exercise, pair.score))
-    return {key: tuple(value) for key, value in found.items()}
+            key = (pair.first, pair.second)
+            found.setdefault(key, []).append((exercise, pair.score))
+            weights[key] = weights.get(key, 0.0) + min(1.0, pair.code / EXERCISE_CODE)
+    return {key: (tuple(value), weights[key]) for key, value in found.items()}
 
 
 def released_spans(code: str, boilerplate: str) -> list[tuple[int, int]]:
@@ -252,7 +268,7 @@ class SimilarityReport:
     earlier: int = 0  # submissions of earlier terms compared with this class's
 
     def is_flagged(self, pair: Pair) -> bool:
-        return pair.score >= self.threshold or len(pair.alike) >= self.exercises
+        return pair.score >= self.threshold or pair.weight >= self.exercises - 1e-9
 
     @property
     def flagged(self) -> list[Pair]:
@@ -300,7 +316,8 @@ def similarity_of(
     texts = {name: "\n\n".join(cells.values()) for name, cells in by_learner.items()}
     released = "\n\n".join(stubs.values())
     alike = alike_exercises(by_learner, stubs, found.exercise_threshold, wanted)
-    pairs = [replace(p, alike=alike.get((p.first, p.second), ()))
+    pairs = [replace(p, alike=alike.get((p.first, p.second), ((), 0.0))[0],
+                     weight=alike.get((p.first, p.second), ((), 0.0))[1])
              for p in compare(texts, released, wanted)]  # fmt: skip
     earlier = sum(name.startswith(EARLIER) for name in texts)
     return SimilarityReport(found.threshold, pairs, texts, released, found.exercise_threshold,
