@@ -31,9 +31,10 @@ def _hf_config(config: dict):
 
 def _hf_model(config: dict, tensors: dict, dtype=torch.float32, device="cpu"):
     """``transformers``' model of ``config`` holding ``tensors`` (loaded strictly)."""
+    hf_config = _hf_config(config)  # skips, saying why, where transformers is not installed
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_config(_hf_config(config)).eval()
+    model = AutoModelForCausalLM.from_config(hf_config).eval()
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     tied = {"lm_head.weight"} if config.get("tie_word_embeddings") else set()
     assert set(missing) == tied and not unexpected, (missing, unexpected)
@@ -208,6 +209,25 @@ def test_spec_refuses_what_it_cannot_run():
         rpt.spec_from_config(config | {"layer_types": ["sliding_attention"] * 3})
     with pytest.raises(ValueError, match="family must be"):
         rpt.tiny_config("llama")
+
+
+def test_spec_reads_the_older_config_format():
+    """Configs written before transformers 5 keep rope_theta at the top and the scaling in
+    rope_scaling (with "type"); Qwen3-0.6B's config.json on the hub is one."""
+    older = {"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024,
+             "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+             "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-6, "rope_theta": 1000000,
+             "rope_scaling": None, "sliding_window": None, "tie_word_embeddings": True}  # fmt: skip
+    spec = rpt.spec_from_config(older)
+    assert spec.rope == {"rope_type": "default", "rope_theta": 1000000} and spec.rotary_dim == 128
+    assert (
+        spec.layer_types == ("full_attention",) * 28 and spec.window is None and spec.tie_embeddings
+    )
+    yarn = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    assert rpt.spec_from_config(older | {"rope_scaling": yarn}).rope == {
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
+        "rope_theta": 1000000,
+    }  # fmt: skip
 
 
 def test_first_difference_names_the_first_layer():

@@ -98,7 +98,10 @@ def _layer_types(config: dict, num_layers: int) -> tuple:
 
 
 def _rope(config: dict, head_dim: int) -> tuple[dict, int]:
-    rope = dict(config.get("rope_parameters") or {})
+    rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+    if "type" in rope:  # the older key of rope_scaling
+        rope.setdefault("rope_type", rope.pop("type"))
+    rope.setdefault("rope_type", "default")
     rope.setdefault("rope_theta", config.get("rope_theta", 10000.0))
     share = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
     return rope, int(head_dim * share)
