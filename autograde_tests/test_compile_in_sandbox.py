@@ -61,8 +61,10 @@ def test_triton_s_own_calls_are_recognised_and_others_are_not(tmp_path):
 
 
 def test_the_hook_lets_a_kernel_compile_and_keeps_ptxas_out_of_the_course(tmp_path):
-    """Under the grading sandbox's hook: a kernel compiles for sm_80 and sm_90 (ptxas and
-    ptxas-blackwell run); ptxas told to write into the course, or any other program, is refused."""
+    """Under the grading sandbox's hook: a kernel compiles for sm_80, sm_90, sm_100 and sm_120
+    (ptxas and ptxas-blackwell run), and its report is kept nowhere the hook protects (the build
+    cache of a graded notebook is read, never written); ptxas told to write into the course, or
+    any other program, is refused."""
     course, tmp = tmp_path / "course", tmp_path / "t"
     work = course / "autograded" / "me"
     work.mkdir(parents=True)
@@ -79,9 +81,11 @@ def test_the_hook_lets_a_kernel_compile_and_keeps_ptxas_out_of_the_course(tmp_pa
         sys.addaudithook(make_audit_hook(protected, [{str(work)!r}], writable, []))
         out = {{}}
         types = ("*fp16", "*fp16", "i32")
-        for arch in ("sm_80", "sm_90"):
-            build = flash_compile.compile_kernel(flash.softmax_kernel, types, (64,), arch)
+        cache = {str(course / "builds")!r}
+        for arch in ("sm_80", "sm_90", "sm_100", "sm_120"):
+            build = flash_compile.compile_kernel(flash.softmax_kernel, types, (64,), arch, cache)
             out[arch] = build.registers
+        out["cache written"] = os.path.exists(cache)
         out["left in tmp"] = os.listdir(tempfile.tempdir)
         ptxas, gradebook = {_tool()!r}, {str(course / "gradebook.db")!r}
         tries = {{
@@ -102,7 +106,8 @@ def test_the_hook_lets_a_kernel_compile_and_keeps_ptxas_out_of_the_course(tmp_pa
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert out["sm_80"] > 0 and out["sm_90"] > 0, out
+    assert all(out[arch] > 0 for arch in ("sm_80", "sm_90", "sm_100", "sm_120")), out
+    assert out["cache written"] is False, out
     assert out["left in tmp"] == [], "the compiler's folders are removed after each compile"
     assert out["ptxas writing into the course"] == out["another program"] == "refused", out
     assert (course / "gradebook.db").read_text() == "grades"

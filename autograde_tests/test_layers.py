@@ -37,8 +37,10 @@ OPTIONAL = {
     "figures.py": "matplotlib",
     "flash.py": "triton",
     "flash_backward.py": "triton",
+    "flash_checker.py": "triton",
     "flash_compile.py": "triton",
     "flash_interpreter.py": "triton",
+    "flash_launches.py": "triton",
 }
 
 

@@ -1,8 +1,10 @@
 """Lesson 11's Triton kernels (attention_ref.flash, attention_ref.flash_backward) against
 F.scaled_dot_product_attention, torch.logsumexp and torch.autograd: shapes x block sizes x dtypes,
-causal and not, grouped heads, lengths that no block size divides; and every kernel compiled for
-sm_80 and sm_90 by Triton's own compiler (no GPU needed: attention_ref.flash_compile), next to
-kernels that break each rule of the compiled subset and are refused.
+causal and not, grouped heads, lengths that no block size divides; every kernel compiled as a GPU
+launches it, for sm_80, sm_90, sm_100 and sm_120, by Triton's own compiler (no GPU needed:
+attention_ref.flash_compile), next to kernels that break each rule of the compiled subset and are
+refused, and one too large for a GPU's shared memory. The memory checker of the interpreted
+launches (attention_ref.flash_checker) is in test_flash_checker.py.
 
 On a machine without a CUDA GPU the kernels run in Triton's interpreter on the CPU (the module sets
 TRITON_INTERPRET=1 before it imports Triton); on a GPU machine they are compiled and run there.
@@ -15,7 +17,6 @@ import linecache
 import math
 import re
 import tempfile
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,8 +26,7 @@ import attention_ref.flash as flash
 import attention_ref.flash_backward as backward
 
 pytestmark = pytest.mark.skipif(flash.UNAVAILABLE is not None, reason=str(flash.UNAVAILABLE))
-# The reference kernels' builds, kept between runs (keyed by their source and Triton's version)
-BUILDS = Path(__file__).resolve().parents[2] / "build" / "triton-builds"
+KERNEL = backward.attention_backward_kernel
 
 DEVICE = flash.kernel_device()
 # Compiled kernels multiply float32 blocks in IEEE float32, not TF32 (attention_ref._triton_mode),
@@ -64,7 +64,7 @@ def test_softmax_kernel_matches_torch_softmax(dtype, cols):
     g = torch.Generator().manual_seed(cols)
     x = (torch.randn(3, 4, cols, generator=g) * 20).to(DEVICE, dtype)
     x[0, 0, 0] = 1e4 if dtype == torch.float32 else 6e4  # no overflow
-    got = flash.softmax(x)
+    got = flash.softmax(x, flash.softmax_kernel)
     assert got.shape == x.shape and got.dtype == dtype and got.device == x.device
     torch.testing.assert_close(got, torch.softmax(x.float(), dim=-1).to(dtype), **TOL[dtype])
 
@@ -95,7 +95,7 @@ def test_float16_inputs_give_float16_outputs(causal):
 
 def test_huge_scores_do_not_overflow():
     q, k, v = _inputs((1,), 32, 48, 16, seed=2, scale=300.0)  # scores in the thousands
-    out, lse = flash.attention(q, k, v)
+    out, lse = flash.attention(q, k, v, flash.attention_kernel)
     # a float32 score of 3000 is only good to 2e-4, so are the weights: against float64, the
     # kernel was 1e-4 off on an H200 and F.scaled_dot_product_attention in float32 2e-4
     want = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
@@ -115,9 +115,9 @@ def test_causal_kernel_skips_the_blocks_above_the_diagonal():
 def test_bad_inputs_name_their_shapes():
     q, k, v = _inputs((2,), 8, 8, 16)
     with pytest.raises(ValueError, match=r"\(2, 8, 16\)"):
-        flash.attention(q, k, v[:, :4])
+        flash.attention(q, k, v[:, :4], flash.attention_kernel)
     with pytest.raises(ValueError, match="head dimension 12"):
-        flash.attention(q[..., :12], k[..., :12], v[..., :12])
+        flash.attention(q[..., :12], k[..., :12], v[..., :12], flash.attention_kernel)
 
 
 def test_the_module_says_where_kernels_run():
@@ -158,7 +158,7 @@ def test_cached_causal_kernel_aligns_the_mask_to_the_bottom_right(sizes):
 def test_bad_grouped_heads_name_their_shapes():
     q, k, v = _inputs((2, 4), 8, 8, 16)
     with pytest.raises(ValueError, match=r"\(2, 4, 8, 16\).*\(2, 3, 8, 16\)"):
-        flash.attention(q, k[:, :3], v[:, :3])
+        flash.attention(q, k[:, :3], v[:, :3], flash.attention_kernel)
 
 
 # ---- the backward pass --------------------------------------------------------------------------
@@ -190,8 +190,9 @@ def test_backward_kernel_matches_autograd(shape):
     out, lse = flash.attention(q, k, v, kernel)
     delta = (dout * out).sum(-1)
     got = backward.attention_backward(
-        q, k, v, dout, lse, delta, causal=causal, block_q=block_q, block_k=block_k
-    )
+        q, k, v, dout, lse, delta, backward.attention_backward_kernel, causal=causal,
+        block_q=block_q, block_k=block_k,
+    )  # fmt: skip
     for name, mine, want in zip("qkv", got, _grads(q, k, v, dout, causal), strict=True):
         assert mine.shape == want.shape and mine.dtype == want.dtype, name
         torch.testing.assert_close(mine, want, **TOL[torch.float32], msg=f"d{name}")
@@ -200,9 +201,9 @@ def test_backward_kernel_matches_autograd(shape):
 def test_backward_kernel_in_float16():
     q, k, v = _inputs((2,), 40, 40, 32, dtype=torch.float16, seed=3)
     dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(4)).to(DEVICE, q.dtype)
-    out, lse = flash.attention(q, k, v)
+    out, lse = flash.attention(q, k, v, flash.attention_kernel)
     delta = (dout.float() * out.float()).sum(-1)
-    got = backward.attention_backward(q, k, v, dout, lse, delta)
+    got = backward.attention_backward(q, k, v, dout, lse, delta, backward.attention_backward_kernel)
     want = _grads(q.float(), k.float(), v.float(), dout.float(), False)
     for mine, ref in zip(got, want, strict=True):
         assert mine.dtype == torch.float16
@@ -220,7 +221,9 @@ def test_causal_backward_skips_the_blocks_above_the_diagonal():
 def test_bad_backward_inputs_name_their_shapes():
     q, k, v = _inputs((2,), 8, 8, 16)
     with pytest.raises(ValueError, match=r"delta has shape \(2, 16\)"):
-        backward.attention_backward(q, k, v, q, q[..., 0], q[:, 0])
+        backward.attention_backward(
+            q, k, v, q, q[..., 0], q[:, 0], backward.attention_backward_kernel
+        )
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -264,21 +267,100 @@ def test_the_autograd_function_keeps_nothing_of_n_by_n():
 # ---- compiled for a GPU, on any machine ---------------------------------------------------------
 
 REFERENCE_KERNELS = [
-    ("softmax", "softmax_kernel", flash),
-    ("forward", "attention_kernel", flash),
-    ("forward", "causal_attention_kernel", flash),
-    ("forward", "cached_causal_attention_kernel", flash),
-    ("backward", "attention_backward_kernel", backward),
+    ("softmax_kernel", flash, None),
+    ("attention_kernel", flash, "forward"),
+    ("causal_attention_kernel", flash, "forward"),
+    ("cached_causal_attention_kernel", flash, "forward"),
+    ("attention_backward_kernel", backward, "backward"),
 ]
 
 
-@pytest.mark.parametrize(("kind", "name", "module"), REFERENCE_KERNELS, ids=lambda x: str(x))
-def test_reference_kernels_compile_for_an_a100_and_an_h100(kind, name, module):
-    builds = flash.expect_compiles(getattr(module, name), name, kind, show=False, cache=BUILDS)
-    assert [b.arch for b in builds] == ["sm_80", "sm_90"]
+def _launch_once(name: str) -> None:
+    """One small launch of a reference kernel, so that the compile check has a launch to build."""
+    q, k, v = _inputs((2,), 40, 40, 16)
+    if name == "softmax_kernel":
+        flash.softmax(q, flash.softmax_kernel)
+    elif name == "attention_backward_kernel":
+        out, lse = flash.attention(q, k, v, flash.attention_kernel)
+        backward.attention_backward(
+            q, k, v, q, lse, (q * out).sum(-1), backward.attention_backward_kernel
+        )
+    else:
+        flash.attention(q, k, v, getattr(flash, name))
+
+
+@pytest.mark.parametrize(("name", "module", "run"), REFERENCE_KERNELS, ids=lambda x: str(x))
+def test_reference_kernels_compile_as_launched_for_four_gpus(name, module, run):
+    """As the launch above specialized it and, for the timed kernels, as a GPU run launches them
+    (float16, d = 64, blocks of 64): built for sm_80, sm_90, sm_100 and sm_120, each within its
+    GPU's shared memory, with the launch's 16-byte divisibility noted and its loads pipelined."""
+    _launch_once(name)
+    builds = flash.expect_compiles(getattr(module, name), name, gpu_run=run, show=False)
+    archs = ["sm_80", "sm_90", "sm_100", "sm_120"]
+    assert [b.arch for b in builds] == archs * (2 if run else 1)
     for build in builds:
-        assert build.registers > 0 and build.ptx_lines > 100, build
-        assert "Used" in build.ptxas and build.shared >= 0, build
+        assert build.registers > 0 and build.ptx_lines > 100 and build.fits, build
+        assert "Used" in build.ptxas and build.divisibility > 0, build
+    if run:  # the GPU run: every pointer and n aligned, and the loop's loads pipelined
+        assert all(b.async_copies > 0 and b.num_stages == 3 for b in builds[4:]), builds[4:]
+
+
+def test_launch_specializations_are_what_triton_s_jit_computes():
+    """A launch notes dtypes, constants and what Triton specializes: an integer of 1 becomes a
+    constant, a multiple of 16 and a 16-byte aligned pointer get tt.divisibility=16."""
+    from attention_ref import flash_launches
+
+    x = torch.zeros(64)
+    launch = flash_launches.launch_of((x, x[1:], 1, 32, 33, 0.5), {"BLOCK": 16})
+    jit_args = launch.args
+    assert jit_args[0] == flash_launches.Pointer(torch.float32, True)
+    assert jit_args[1] == flash_launches.Pointer(torch.float32, False)  # 4 bytes in
+    assert jit_args[2:5] == (1, 16, 17) and jit_args[5] == 1.5
+    with flash.flash_compile._compiler_view():
+        jit = flash.flash_compile._Converter()(_spec_kernel(flash.tl, flash.triton))
+        signature, constexprs, attrs, options = flash_launches.specialize(jit, launch, 90)
+    assert signature["a_ptr"] == "*fp32" and signature["one"] == "constexpr"
+    noted = [
+        jit.arg_names[i] for (i,), values in attrs.items() if ["tt.divisibility", 16] in values
+    ]
+    assert noted == ["a_ptr", "n"]
+    assert options.num_warps == 4 and constexprs[(2,)] == 1 and constexprs[(6,)] == 16
+
+
+def _spec_kernel(tl, triton):
+    @triton.jit
+    def spec(a_ptr, b_ptr, one, n, m, scale, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        tl.store(a_ptr + i, tl.load(b_ptr + i * one, mask=i < n + m) * scale)
+
+    return spec
+
+
+def test_a_kernel_too_large_for_a_gpu_s_shared_memory_does_not_pass():
+    """float32, d = 128, blocks of 64 and 64, three stages: it compiles for an A100 and needs
+    more shared memory than a program may have there, so the check fails; one stage fits."""
+    big = flash.gpu_run_launch("forward", dtype=torch.float32, d=128, blocks=(64, 64))
+    build = flash.flash_compile.compile_launch(flash.attention_kernel, big, "sm_80")
+    assert build.shared > flash.flash_compile.SHARED_LIMITS["sm_80"] == 166_912 and not build.fits
+    with pytest.raises(AssertionError, match=r"more than the 166,912 .*could not be launched"):
+        flash.flash_compile.expect_compiles(
+            flash.attention_kernel, "attention_kernel", launches=[big], archs=("sm_80",), show=False
+        )
+    small = flash.gpu_run_launch(
+        "forward", dtype=torch.float32, d=128, blocks=(64, 64), num_stages=1
+    )
+    assert flash.flash_compile.compile_launch(flash.attention_kernel, small, "sm_80").fits
+
+
+def test_more_stages_take_more_shared_memory_and_pipeline_more_loads():
+    builds = [
+        flash.flash_compile.compile_launch(
+            flash.attention_kernel, flash.gpu_run_launch("forward", num_stages=stages), "sm_90"
+        )
+        for stages in (1, 2, 3)
+    ]
+    assert builds[0].async_copies == 0 < builds[1].async_copies < builds[2].async_copies
+    assert builds[0].shared < builds[1].shared < builds[2].shared
 
 
 def _rule_breakers(tl, triton):
@@ -333,8 +415,9 @@ def test_the_compiler_refuses_what_the_interpreter_runs(rule):
     if flash.INTERPRETED:
         x = torch.ones(64, device=DEVICE)
         kernel[(1,)](x, 64, BLOCK=16)
+    launch = flash.flash_launches.launch_of((torch.ones(64), 64), {"BLOCK": 16})
     with pytest.raises(AssertionError) as refused:
-        flash.flash_compile.expect_compiles(kernel, kernel.fn.__name__, ("*fp32", "i32"), (16,))
+        flash.flash_compile.expect_compiles(kernel, kernel.fn.__name__, launches=[launch])
     assert says in str(refused.value)
     assert "sm_80 (A100)" in str(refused.value)
     if rule not in ("numpy on a block",):  # no line: refused while resolving names
@@ -349,8 +432,9 @@ def test_device_print_is_the_compiled_print(tmp_path, monkeypatch):
         x = flash.tl.load(x_ptr + flash.tl.arange(0, BLOCK))
         flash.tl.device_print("x", x)
 
+    launch = flash.flash_launches.launch_of((torch.ones(16), 16), {"BLOCK": 16})
     (build,) = flash.flash_compile.expect_compiles(
-        prints, "prints", ("*fp32", "i32"), (16,), archs=("sm_90",), show=False
+        prints, "prints", launches=[launch], archs=("sm_90",), show=False, cache=None
     )
     assert build.registers > 0
     assert list(tmp_path.iterdir()) == [], "the compiler's folder is removed after the compile"
@@ -358,9 +442,9 @@ def test_device_print_is_the_compiled_print(tmp_path, monkeypatch):
 
 def test_compiling_leaves_the_interpreter_as_it_was():
     """The compile check swaps triton.language to its compiled form and back."""
-    before = flash.softmax(torch.arange(6.0, device=DEVICE).reshape(2, 3))
-    flash.expect_compiles(flash.softmax_kernel, "softmax_kernel", "softmax", show=False)
-    after = flash.softmax(torch.arange(6.0, device=DEVICE).reshape(2, 3))
+    before = flash.softmax(torch.arange(6.0, device=DEVICE).reshape(2, 3), flash.softmax_kernel)
+    flash.expect_compiles(flash.softmax_kernel, "softmax_kernel", show=False)
+    after = flash.softmax(torch.arange(6.0, device=DEVICE).reshape(2, 3), flash.softmax_kernel)
     torch.testing.assert_close(before, after)
 
 
@@ -386,12 +470,12 @@ def test_attend_blocks_probe_runs_a_helper_on_its_own(lo, hi, causal, offset):
     )
 
 
-def test_gpu_sizes_change_only_the_head_dimension_and_blocks():
-    types_, constants = flash.compiled_as("backward", gpu_sizes=True)
-    assert types_ == flash.BACKWARD_TYPES
-    assert constants == {"sm_80": (64, 64, 64, False), "sm_90": (64, 64, 64, True)}
-    assert flash.compiled_as("forward", gpu_sizes=True)[1] == (64, 64, 64)
-    assert flash.compiled_as("softmax", gpu_sizes=True) == flash.COMPILED_AS["softmax"]
+def test_a_gpu_run_launch_is_the_timing_cell_s():
+    forward, back = flash.gpu_run_launch("forward"), flash.gpu_run_launch("backward")
+    assert dict(forward.constants) == {"D": 64, "BLOCK_Q": 64, "BLOCK_K": 64}
+    assert dict(back.constants) == {"D": 64, "BLOCK_Q": 64, "BLOCK_K": 32, "CAUSAL": False}
+    assert forward.args[:4] == (flash.flash_launches.Pointer(torch.float16),) * 4
+    assert forward.args[5:8] == (16, 16, 1)  # n = 8192, a multiple of 16; one key/value head each
 
 
 def _run_as_a_notebook_cell(source: str, namespace: dict) -> None:
@@ -428,7 +512,16 @@ def test_the_interpreter_swaps_the_language_once_a_launch_and_puts_it_back():
 
     def run():
         out, lse = flash.attention(q, k, v, flash.causal_attention_kernel)
-        grads = backward.attention_backward(q, k, v, dout, lse, (dout * out).sum(-1), causal=True)
+        grads = backward.attention_backward(
+            q,
+            k,
+            v,
+            dout,
+            lse,
+            (dout * out).sum(-1),
+            backward.attention_backward_kernel,
+            causal=True,
+        )
         return out, lse, *grads
 
     assert flash_interpreter._STATE["installed"]

@@ -9,20 +9,26 @@ Where no CUDA GPU is present, importing this module sets ``TRITON_INTERPRET=1`` 
 already) before it imports Triton (attention_ref._triton_mode says why it must come first): every
 ``@triton.jit`` kernel, here or in a notebook, then runs in Triton's interpreter, on the CPU, on CPU
 tensors, with NumPy doing the arithmetic of each block. On a CUDA machine the same kernels are
-compiled for the GPU. Either way :func:`expect_compiles` compiles a kernel for an A100 and an H100
-with Triton's own compiler, which needs no GPU. Where Triton is not installed (it has wheels for
-Linux only), the module still imports: :data:`UNAVAILABLE` says why, ``triton`` and ``tl`` are
-stand-ins that let a notebook define its kernels, and launching any kernel raises with that reason.
+compiled for the GPU. Every launch goes through attention_ref.flash_checker, which, where kernels
+are interpreted, refuses loads and stores outside the tensors and races between programs, and
+notes what each launch specialized; :func:`expect_compiles` then compiles a kernel as the tests
+launched it, for four GPUs, with Triton's own compiler, which needs no GPU. Where Triton is not
+installed (it has wheels for Linux only), the module still imports: :data:`UNAVAILABLE` says why,
+``triton`` and ``tl`` are stand-ins that let a notebook define its kernels, and launching any
+kernel raises with that reason.
 
-softmax(x, kernel=...)                       launch a row-softmax kernel, one program per row
-attention(q, k, v, kernel=..., block_q=16)  launch a kernel over (block of queries, batch x head),
+launch(kernel, grid, args, constants)        launch any kernel as the launchers below do: checked
+softmax(x, kernel)                           launch a row-softmax kernel, one program per row
+attention(q, k, v, kernel, block_q=16)       launch a kernel over (block of queries, batch x head),
                                              grouped-query attention when k, v have fewer heads
 attend_blocks                                the inner loop over key blocks, written once
 softmax_kernel, attention_kernel, causal_attention_kernel, cached_causal_attention_kernel
 key_blocks_read(kernel, ...)                 which key blocks each query block reads
 expect_own_kernel(kernel, name)              a test helper: the notebook's own kernel
 compile_kernel(kernel, types, constants, arch)  Triton's compiler, for a GPU, on any machine
-expect_compiles(kernel, name, kind)          a test helper: it compiles for sm_80 and sm_90
+expect_compiles(kernel, name)                a test helper: every launch of it compiles, for
+                                             sm_80, sm_90, sm_100 and sm_120
+gpu_run_launch(kind)                         the launch a GPU timing run makes
 attend_blocks_probe(helper, q, k, v, lo, hi)  a helper like attend_blocks, run on its own
 """
 
@@ -75,12 +81,13 @@ else:
     UNAVAILABLE = None
 if UNAVAILABLE is None:
     # flash_compile first: it notes triton.language as it is before any kernel runs
-    from attention_ref import flash_compile, flash_interpreter
+    from attention_ref import flash_checker, flash_compile, flash_interpreter, flash_launches
 
     if INTERPRETED:
         flash_interpreter.install()  # triton.language swapped once per launch, and put back
+        flash_checker.install()  # every load and store of a launch recorded and checked
 else:
-    flash_compile = None
+    flash_compile = flash_checker = flash_launches = None
 if INTERPRETED and _TOO_LATE and UNAVAILABLE is None:
     UNAVAILABLE = (
         f"Triton was imported before {VARIABLE}=1 was set, so its kernels cannot run in the "
@@ -183,6 +190,9 @@ def _forward(
     CACHED: tl.constexpr,
 ):  # fmt: skip
     block, head = tl.program_id(0), tl.program_id(1)
+    # in int64: past 2**31 elements (8 x 32 heads x 64k tokens x 128, say) head * n_q * D wraps
+    # around in int32, as Triton's fused-attention tutorial notes
+    head = head.to(tl.int64)
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)
     cols = tl.arange(0, D)
     q_at = head * n_q * D + rows[:, None] * D + cols[None, :]
@@ -273,28 +283,38 @@ def heads_and_group(q, k, v) -> tuple[int, int]:
     return heads, q.shape[-3] // k.shape[-3]
 
 
-def softmax(x, kernel=None):
-    """Run ``kernel`` (default: :func:`softmax_kernel`) over the last axis of ``x``: one program
-    per row, each holding its whole row in one block of the next power of two."""
+def launch(kernel, grid: tuple, args: tuple, constants: dict) -> None:
+    """``kernel[grid](*args, **constants)`` as the course's launchers run every kernel: where
+    kernels are interpreted, each load and store checked (attention_ref.flash_checker: outside the
+    tensors, or a race between programs: an AssertionError that says where); its
+    specialization noted for :func:`expect_compiles`."""
     if UNAVAILABLE:
         raise RuntimeError(UNAVAILABLE)
-    kernel = softmax_kernel if kernel is None else kernel
+    flash_checker.launch(kernel, grid, args, constants)
+
+
+def softmax(x, kernel):
+    """Run ``kernel`` (a row softmax, :func:`softmax_kernel`'s signature) over the last axis of
+    ``x``: one program per row, each holding its whole row in one block of the next power of
+    two."""
+    if UNAVAILABLE:
+        raise RuntimeError(UNAVAILABLE)
     rows = x.reshape(-1, x.shape[-1]).contiguous()
     out = torch.empty_like(rows)
     block = triton.next_power_of_2(rows.shape[-1])
-    kernel[(rows.shape[0],)](rows, out, rows.shape[-1], BLOCK=block)
+    launch(kernel, (rows.shape[0],), (rows, out, rows.shape[-1]), {"BLOCK": block})
     return out.reshape(x.shape)
 
 
-def attention(q, k, v, kernel=None, *, block_q: int = 16, block_k: int = 16, **constants):
-    """Run ``kernel`` (default: :func:`attention_kernel`) on queries (..., n_q, d), keys and values
-    (..., n_k, d), or with fewer key/value heads (grouped-query attention: :func:`heads_and_group`):
-    one program per block of ``block_q`` queries of each (batch, head). ``constants`` go to the
-    kernel as more ``tl.constexpr`` arguments. Returns the output (..., n_q, d) in the inputs'
-    dtype and the log-sum-exp of each query's scores (..., n_q), float32; rows the kernel did not
-    write hold NaN."""
+def attention(q, k, v, kernel, *, block_q: int = 16, block_k: int = 16, **constants):
+    """Run ``kernel`` (:func:`attention_kernel`'s signature) on queries (..., n_q, d), keys and
+    values (..., n_k, d), or with fewer key/value heads (grouped-query attention:
+    :func:`heads_and_group`): one program per block of ``block_q`` queries of each (batch,
+    head). ``constants`` go to the kernel as more ``tl.constexpr`` arguments, or as launch
+    options (``num_warps``, ``num_stages``). Returns the output (..., n_q, d) in the inputs' dtype
+    and the log-sum-exp of each query's scores (..., n_q), float32; rows the kernel did not write
+    hold NaN."""
     heads, group = heads_and_group(q, k, v)
-    kernel = attention_kernel if kernel is None else kernel
     n_q, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
     q3 = q.reshape(heads, n_q, d).contiguous()
     k3, v3 = (x.reshape(heads // group, n_k, d).contiguous() for x in (k, v))
@@ -302,10 +322,8 @@ def attention(q, k, v, kernel=None, *, block_q: int = 16, block_k: int = 16, **c
     lse = torch.full((heads, n_q), float("nan"), dtype=torch.float32, device=q.device)
     grid = (triton.cdiv(n_q, block_q), heads)
     scale = 1.0 / math.sqrt(d)
-    kernel[grid](
-        q3, k3, v3, out, lse, n_q, n_k, group, scale,
-        D=d, BLOCK_Q=block_q, BLOCK_K=block_k, **constants,
-    )  # fmt: skip
+    args = (q3, k3, v3, out, lse, n_q, n_k, group, scale)
+    launch(kernel, grid, args, dict(D=d, BLOCK_Q=block_q, BLOCK_K=block_k, **constants))
     return out.reshape(q.shape), lse.reshape(q.shape[:-1])
 
 
@@ -340,24 +358,31 @@ def attend_blocks_probe(helper, q, k, v, lo, hi, *, causal=False, offset=0, bloc
     acc = torch.empty(n_q, d, dtype=torch.float32, device=q.device)
     stats = torch.empty(2, block_q, dtype=torch.float32, device=q.device)
     q, k, v = (x.contiguous() for x in (q, k, v))
-    _attend_probe[(1,)](
-        q, k, v, acc, stats, n_q, k.shape[0], lo, hi, offset, 1.0 / math.sqrt(d),
-        D=d, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=causal, HELPER=helper,
-    )  # fmt: skip
+    args = (q, k, v, acc, stats, n_q, k.shape[0], lo, hi, offset, 1.0 / math.sqrt(d))
+    constants = dict(D=d, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=causal, HELPER=helper)
+    launch(_attend_probe, (1,), args, constants)
     return acc, stats[1, :n_q], stats[0, :n_q]
 
 
 def key_blocks_read(kernel, n_q: int, n_k: int, *, block_q: int = 16, block_k: int = 16, d=16):
-    """Which key blocks each query block reads: a (query blocks, key blocks) boolean tensor.
+    """Which key blocks each query block reads: a (query blocks, key blocks) boolean tensor, from
+    one run of ``kernel`` on one head.
 
-    An instrumented run that needs nothing from the kernel but its output: for each key block in
-    turn, its values are made NaN, and every query block whose output turns NaN read that block
-    (a value read, even with weight 0, gives 0 * NaN = NaN in the product with the weights)."""
+    Where kernels are interpreted, from the record of that launch (attention_ref.flash_checker):
+    a query block's program read a key block if it loaded any key or any value of it. On a GPU,
+    one run per key block with that block's values made NaN: every query block whose output
+    turns NaN read it (a value read, even with weight 0, gives 0 * NaN = NaN); that sees V only
+    (a NaN key's score is masked away by a kernel that masks)."""
     device = kernel_device()
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, n, d, generator=g).to(device) for n in (n_q, n_k, n_k))
     n_blocks_q, n_blocks_k = triton.cdiv(n_q, block_q), triton.cdiv(n_k, block_k)
     read = torch.zeros(n_blocks_q, n_blocks_k, dtype=torch.bool)
+    if INTERPRETED:
+        attention(q, k, v, kernel, block_q=block_q, block_k=block_k)
+        for program, key in flash_checker.rows_read(flash_checker.last_record(), {1: d, 2: d}):
+            read[program[0], key // block_k] = True
+        return read
     for c in range(n_blocks_k):
         poisoned = v.clone()
         poisoned[:, c * block_k : (c + 1) * block_k] = float("nan")
@@ -414,29 +439,28 @@ def expect_own_kernel(kernel, name: str) -> None:
         )
 
 
-# What each kind of kernel is compiled as when a test checks it: the Triton types of its first
-# parameters (float16 inputs, as on a GPU; float32 statistics) and the values of its tl.constexpr
-# ones: the tests' own sizes (a head dimension of 16, blocks of 16), the cheapest to compile (about
-# half the time of 64 and 64). Above tl.dot's minimum (an inner dimension of 16 for float16 blocks),
-# whether a kernel compiles does not depend on them; its registers, spills and shared memory do:
-# GPU_SIZES are a GPU run's (lesson 11's last section, make bench).
-COMPILE_HEAD_DIM, COMPILE_BLOCK = 16, 16
-GPU_SIZES = {"D": 64, "BLOCK": 64}
-FORWARD_TYPES = ("*fp16",) * 4 + ("*fp32", "i32", "i32", "i32", "fp32")
-# q, k, v, dout; lse, delta, dq (float32: atomics add into it); dk, dv; n_q, n_k, scale
-BACKWARD_TYPES = ("*fp16",) * 4 + ("*fp32",) * 3 + ("*fp16",) * 2 + ("i32", "i32", "fp32")
-COMPILED_AS = {
-    "softmax": (("*fp16", "*fp16", "i32"), (1024,)),
-    "forward": (FORWARD_TYPES, (COMPILE_HEAD_DIM, COMPILE_BLOCK, COMPILE_BLOCK)),
-    # its tl.constexpr switch CAUSAL off for the A100, on for the H100: both branches compiled
-    "backward": (
-        BACKWARD_TYPES,
-        {
-            "sm_80": (COMPILE_HEAD_DIM, COMPILE_BLOCK, COMPILE_BLOCK, False),
-            "sm_90": (COMPILE_HEAD_DIM, COMPILE_BLOCK, COMPILE_BLOCK, True),
-        },
-    ),
-}
+# The launches a GPU timing run makes (lesson 11's last section, make bench): float16, 8 heads of
+# d = 64 at n = 8192 (a multiple of 16, as every n of the run), blocks of 64 queries and 64 keys for
+# the forward kernels, 64 queries and 32 keys for the backward one, Triton's default warps and
+# stages unless asked.
+GPU_RUN = {"heads": 8, "n": 8192, "d": 64, "forward": (64, 64), "backward": (64, 32)}
+
+
+def gpu_run_launch(kind: str = "forward", *, dtype=torch.float16, d=None, blocks=None, **options):
+    """The attention_ref.flash_launches.Launch of a GPU timing run's ``kind`` ("forward",
+    "backward") launch (:data:`GPU_RUN`), or of one like it with another ``dtype``, head dimension
+    ``d`` or ``blocks`` (block_q, block_k): what :func:`expect_compiles` builds for it.
+    ``options``: the launch options num_warps, num_stages."""
+    data, single = flash_launches.Pointer(dtype), flash_launches.Pointer(torch.float32)
+    n, d = GPU_RUN["n"], d or GPU_RUN["d"]
+    block_q, block_k = blocks or GPU_RUN[kind]
+    constants = dict(D=d, BLOCK_Q=block_q, BLOCK_K=block_k, **options)
+    if kind == "forward":  # q, k, v, out; lse; n_q, n_k, group, scale
+        args = (data,) * 4 + (single, n, n, 1, 0.125)
+    else:  # q, k, v, dout; lse, delta, dq; dk, dv; n_q, n_k, scale
+        args = (data,) * 4 + (single,) * 3 + (data,) * 2 + (n, n, 0.125)
+        constants["CAUSAL"] = False
+    return flash_launches.launch_of(args, constants)
 
 
 def compile_kernel(kernel, types_: tuple, constants: tuple, arch: str = "sm_90"):
@@ -447,33 +471,42 @@ def compile_kernel(kernel, types_: tuple, constants: tuple, arch: str = "sm_90")
     return flash_compile.compile_kernel(kernel, types_, constants, arch)
 
 
-def compiled_as(kind: str, gpu_sizes: bool = False) -> tuple:
-    """(types, constants) a kernel of ``kind`` is compiled with: :data:`COMPILED_AS`, or with
-    ``gpu_sizes`` the head dimension and blocks of :data:`GPU_SIZES`."""
-    types_, constants = COMPILED_AS[kind]
-    if not gpu_sizes or kind == "softmax":
-        return types_, constants
-
-    def resized(values: tuple) -> tuple:
-        return (GPU_SIZES["D"], GPU_SIZES["BLOCK"], GPU_SIZES["BLOCK"], *values[3:])
-
-    if isinstance(constants, dict):
-        return types_, {arch: resized(values) for arch, values in constants.items()}
-    return types_, resized(constants)
-
-
-def expect_compiles(
-    kernel, name: str, kind: str = "forward", *, show=True, cache=None, gpu_sizes=False, archs=None
-):
-    """A test: ``kernel`` compiles for an A100 (sm_80) and an H100 (sm_90) with Triton's own
-    compiler, as :data:`COMPILED_AS` ``[kind]`` says (``gpu_sizes``: at :data:`GPU_SIZES`);
-    prints registers, spills and shared memory. Fails with the compiler's message and the line it
-    refused. Returns the builds; ``cache``: a folder that keeps them across processes
-    (attention_ref.flash_compile.compile_kernel)."""
+def expect_compiles(kernel, name: str, *, gpu_run=None, show=True, cache=None, archs=None):
+    """A test: ``kernel`` compiles for an A100, an H100, a B200 and an RTX 5090 (sm_80, sm_90,
+    sm_100, sm_120) as every launch of the tests specialized it, and, with ``gpu_run``
+    ("forward", "backward"), as a GPU timing run launches it (:func:`gpu_run_launch`); the
+    largest of the tests' launches and the run's are built to machine code and must fit each
+    GPU's shared memory (attention_ref.flash_compile.expect_compiles). A notebook helper that
+    the compiler refuses is replaced by the course's own here: its own test charges for it.
+    Returns the builds; ``cache``: the folder that keeps them across processes (default:
+    attention_ref.flash_compile.CACHE)."""
     if UNAVAILABLE:
         raise RuntimeError(UNAVAILABLE)
-    types_, constants = compiled_as(kind, gpu_sizes)
-    archs = tuple(flash_compile.ARCHS) if archs is None else archs
+    extra = [gpu_run_launch(gpu_run)] if gpu_run else []
     return flash_compile.expect_compiles(
-        kernel, name, types_, constants, archs=archs, show=show, cache=cache
+        kernel, name, extra=extra, archs=tuple(archs or flash_compile.ARCHS), show=show,
+        cache=cache or flash_compile.CACHE, stand_ins={"attend_blocks": attend_blocks},
+    )  # fmt: skip
+
+
+def expect_helper_compiles(helper, name: str, *, show=True):
+    """A test: the helper ``helper`` (:func:`attend_blocks`'s signature) compiles inside the
+    kernel :func:`attend_blocks_probe` launched it in, as each of those launches specialized
+    it, for the four GPUs of :func:`expect_compiles`."""
+    if UNAVAILABLE:
+        raise RuntimeError(UNAVAILABLE)
+    launches = [
+        launch
+        for launch in flash_launches.launches_of(_attend_probe)
+        if dict(launch.constants).get("HELPER") is helper
+    ]
+    return flash_compile.expect_compiles(
+        _attend_probe, name, launches=launches, show=show, helpers=(helper,)
     )
+
+
+if UNAVAILABLE is None:
+    # the checker and the launchers as they are now are what the tests rely on (tamper.py)
+    from attention_ref.testing import tamper
+
+    tamper.remember_library()

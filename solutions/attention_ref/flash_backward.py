@@ -14,10 +14,11 @@ that is from every program: each adds its term into a float32 dQ in memory with 
 FlashAttention-2 does. (Triton's tutorial has no atomics: a program that has finished its block
 of keys then computes dQ of one block of queries, recomputing P, and sums it in a fixed order.)
 
-attention_backward(q, k, v, dout, lse, delta, kernel=..., causal=...)   launch a backward kernel
-FlashAttention / flash_attention(q, k, v, causal)                      autograd with the kernels
+attention_backward(q, k, v, dout, lse, delta, kernel, causal=...)   launch a backward kernel
+FlashAttention / flash_attention(q, k, v, causal)                  autograd with the kernels
 query_blocks_read(kernel, ...)      which query blocks each key block's program reads
 sdpa_gradients, kernel_gradients, saved_tensor_shapes, train_steps     what the tests compare
+expect_function_runs_kernels(apply, forward, backward, ...)        what an autograd Function ran
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def attention_backward_kernel(
 ):  # fmt: skip
     """dK and dV of one block of keys of one head; its share of dQ, added atomically."""
     block, head = tl.program_id(0), tl.program_id(1)
+    head = head.to(tl.int64)  # offsets past 2**31 elements need 64 bits
     keys = block * BLOCK_K + tl.arange(0, BLOCK_K)
     cols = tl.arange(0, D)
     kv_at = head * n_k * D + keys[:, None] * D + cols[None, :]
@@ -83,15 +85,16 @@ def _check_backward(q, k, v, dout, lse, delta) -> tuple[int, int]:
 
 
 def attention_backward(
-    q, k, v, dout, lse, delta, kernel=None, *, causal=False, block_q: int = 16, block_k: int = 16
-):
+    q, k, v, dout, lse, delta, kernel, *, causal=False, block_q: int = 16, block_k: int = 16,
+    **options,
+):  # fmt: skip
     """The gradients (dq, dk, dv) of attention's output with respect to q, k, v, given the
     gradient ``dout`` of the output, the forward's log-sum-exp ``lse`` (..., n_q) and ``delta`` =
-    rowsum(dout * out) (..., n_q): one program of ``kernel`` (default:
-    :func:`attention_backward_kernel`) per block of ``block_k`` keys of each head. With grouped
-    heads, keys and values are repeated to the queries' heads and their gradients summed back."""
+    rowsum(dout * out) (..., n_q): one program of ``kernel`` (:func:`attention_backward_kernel`'s
+    signature) per block of ``block_k`` keys of each head. With grouped heads, keys and values
+    are repeated to the queries' heads and their gradients summed back. ``options``: launch
+    options (num_warps, num_stages)."""
     heads, group = _check_backward(q, k, v, dout, lse, delta)
-    kernel = attention_backward_kernel if kernel is None else kernel
     n_q, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
     if group > 1:  # one key/value head per query head: each gets its own dK, dV, summed below
         k, v = (x.repeat_interleave(group, dim=-3) for x in (k, v))
@@ -101,10 +104,9 @@ def attention_backward(
     dq = torch.zeros(heads, n_q, d, dtype=torch.float32, device=q.device)  # atomics add here
     dk, dv = torch.empty_like(k3), torch.empty_like(v3)
     grid = (triton.cdiv(n_k, block_k), heads)
-    kernel[grid](
-        q3, k3, v3, dout3, lse2, delta2, dq, dk, dv, n_q, n_k, 1.0 / math.sqrt(d),
-        D=d, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=causal,
-    )  # fmt: skip
+    args = (q3, k3, v3, dout3, lse2, delta2, dq, dk, dv, n_q, n_k, 1.0 / math.sqrt(d))
+    constants = dict(D=d, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=causal, **options)
+    flash.launch(kernel, grid, args, constants)
     dk, dv = (x.reshape(k.shape) for x in (dk, dv))
     if group > 1:
         dk, dv = (x.unflatten(-3, (-1, group)).sum(-3) for x in (dk, dv))
@@ -127,7 +129,9 @@ class FlashAttention(torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
         delta = (dout.float() * out.float()).sum(-1)  # D = rowsum(dO * O)
-        dq, dk, dv = attention_backward(q, k, v, dout, lse, delta, causal=ctx.causal)
+        dq, dk, dv = attention_backward(
+            q, k, v, dout, lse, delta, attention_backward_kernel, causal=ctx.causal
+        )
         return dq, dk, dv, None
 
 
@@ -138,23 +142,30 @@ def flash_attention(q, k, v, causal: bool = False):
 
 def query_blocks_read(kernel, n_q: int, n_k: int, *, causal=True, block_q=16, block_k=16, d=16):
     """Which query blocks each key block's program reads: a (key blocks, query blocks) boolean
-    tensor. As attention_ref.flash.key_blocks_read does for the forward: the gradient of the
-    output is made NaN one query block at a time, and every key block whose dV turns NaN read it
-    (a weight of 0 times NaN is still NaN)."""
+    tensor. Where kernels are interpreted, from the record of one launch (attention_ref.
+    flash_checker): a program read a query block if it touched any of its queries, output
+    gradients, log-sum-exps, D or dQ. On a GPU, as attention_ref.flash.key_blocks_read does
+    there: the gradient of the output made NaN one query block at a time, and every key block
+    whose dV turns NaN read it (a weight of 0 times NaN is still NaN)."""
     device = flash.kernel_device()
     g = torch.Generator().manual_seed(0)
     q, dout = (torch.randn(1, n_q, d, generator=g).to(device) for _ in range(2))
     k, v = (torch.randn(1, n_k, d, generator=g).to(device) for _ in range(2))
-    lse = torch.zeros(1, n_q, device=device)  # any finite values: only NaN matters here
+    lse = torch.zeros(1, n_q, device=device)  # any finite values: only what is read matters
     delta = torch.zeros_like(lse)
     n_blocks_q, n_blocks_k = triton.cdiv(n_q, block_q), triton.cdiv(n_k, block_k)
     read = torch.zeros(n_blocks_k, n_blocks_q, dtype=torch.bool)
+    blocks = dict(causal=causal, block_q=block_q, block_k=block_k)
+    if flash.INTERPRETED:
+        attention_backward(q, k, v, dout, lse, delta, kernel, **blocks)
+        rows = {0: d, 3: d, 4: 1, 5: 1, 6: d}  # q, dout, lse, delta, dq
+        for program, row in flash.flash_checker.rows_read(flash.flash_checker.last_record(), rows):
+            read[program[0], row // block_q] = True
+        return read
     for r in range(n_blocks_q):
         poisoned = dout.clone()
         poisoned[:, r * block_q : (r + 1) * block_q] = float("nan")
-        _, _, dv = attention_backward(
-            q, k, v, poisoned, lse, delta, kernel, causal=causal, block_q=block_q, block_k=block_k
-        )
+        _, _, dv = attention_backward(q, k, v, poisoned, lse, delta, kernel, **blocks)
         keys = dv[0].isnan().any(dim=-1).cpu()
         for c in range(n_blocks_k):
             read[c, r] = bool(keys[c * block_k : (c + 1) * block_k].any())
@@ -236,3 +247,55 @@ def train_steps(attend, steps: int = 3, seed: int = 0, device=None):
                 p -= 0.5 * grad
         losses.append(loss.item())
     return losses, [p.detach() for p in params]
+
+
+def _kernel_names(kernels: list) -> str:
+    """'the course's flash.attention_kernel', 'your attention_kernel', ... of launched kernels."""
+    names = []
+    for kernel in kernels:
+        fn = getattr(kernel, "fn", kernel)
+        module = getattr(fn, "__module__", "")
+        mine = module == "__main__" or not module.startswith("attention_ref")
+        names.append(f"{'your' if mine else 'the course’s'} {getattr(fn, '__name__', kernel)}")
+    return ", ".join(names) or "no kernel"
+
+
+def _expect_ran(what: str, ran: list, wanted, calls) -> None:
+    from attention_ref.testing import fail
+
+    if calls.get("scaled_dot_product_attention"):
+        fail(what, "it calls F.scaled_dot_product_attention, which computes attention for it",
+             "compute it with your kernels, through flash.attention and "
+             "flash_bwd.attention_backward")  # fmt: skip
+    if ran != [wanted]:
+        fail(what, f"it launched {_kernel_names(ran)}",
+             f"it should launch {_kernel_names([wanted])} (the one this notebook defines), once, "
+             "through the course's launcher: pass it as the kernel argument")  # fmt: skip
+
+
+def expect_function_runs_kernels(apply, q, k, v, dout, causal, forward, backward):
+    """A test: ``apply(q, k, v, causal)`` (an autograd Function's apply) launches the kernel
+    ``forward`` in its forward pass and ``backward`` in its backward pass (the notebook's own),
+    through the course's launchers, and never F.scaled_dot_product_attention. The backward pass
+    is run as autograd runs it, by the Function's node (``out.grad_fn``), in this thread, where
+    the record of PyTorch's calls sees it. Returns the output and (dq, dk, dv)."""
+    from attention_ref.testing import fail, record_torch
+
+    leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+    with flash.flash_checker.launched() as ran:
+        out, record = record_torch(apply, *leaves, causal)
+    _expect_ran("the forward pass of FlashAttention", ran, forward, record.calls)
+    if getattr(out, "grad_fn", None) is None:
+        fail("FlashAttention's output", "it has no gradient function",
+             "return your forward pass's output from FlashAttention.forward")  # fmt: skip
+    with flash.flash_checker.launched() as ran:
+        grads, record = record_torch(out.grad_fn.apply, dout)
+    _expect_ran("the backward pass of FlashAttention", ran, backward, record.calls)
+    return out, tuple(grads[:3])
+
+
+if flash.UNAVAILABLE is None:
+    # the checker and the launchers as they are now are what the tests rely on (tamper.py)
+    from attention_ref.testing import tamper
+
+    tamper.remember_library()

@@ -188,3 +188,10 @@ def snapshot() -> None:
     originals (called once, by ``attention_ref.testing`` when all its parts are imported)."""
     _ORIGINALS.update(_snapshot())
     _snapshot_library()
+
+
+def remember_library() -> None:
+    """Record the functions of the library's modules imported since (attention_ref.flash calls
+    this at the end of its import, so that its checker's functions are the originals before any
+    notebook code can run)."""
+    _snapshot_library()
