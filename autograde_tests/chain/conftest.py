@@ -64,8 +64,32 @@ def _grade_part(folder: Path, lesson: Lesson, part: int, parts: int) -> tuple[Pa
     return course, read_results(course, lesson)
 
 
+def _warm_compile_cache(folder: Path, lesson: Lesson) -> None:
+    """Lesson 11's tests compile its kernels for GPUs (attention_ref.flash_compile) and keep what
+    compiled in a cache in the Python environment, which a graded notebook reads but, in the
+    grading sandbox, cannot write. The solved lesson run once here, outside the sandbox (the
+    cells skipped when grading left out), leaves its kernels' builds there: each graded notebook
+    then compiles only the kernels it changed. (A cache, nothing more: a cold one changes no
+    result, only the time.)"""
+    if "expect_compiles(" not in lesson.source.read_text(encoding="utf-8"):
+        return
+    import jupytext
+    import nbclient
+
+    from coursekit.course.skipped import is_skipped
+
+    notebook = jupytext.read(lesson.source)
+    notebook.cells = [cell for cell in notebook.cells if not is_skipped(cell)]
+    folder.mkdir(parents=True, exist_ok=True)
+    nbclient.NotebookClient(
+        notebook, timeout=900, kernel_name="python3", allow_errors=True,
+        resources={"metadata": {"path": str(folder)}},
+    ).execute()  # fmt: skip
+
+
 def _grade_lesson(root: Path, lesson: Lesson) -> tuple[list[Path], dict]:
     """(the lesson's course directories, {student: NotebookResult}), its PARTS side by side."""
+    _warm_compile_cache(root / f"{lesson.assignment}-warm-up", lesson)
     folders = [root / f"{lesson.assignment}-{i}" for i in range(PARTS)]
     with concurrent.futures.ThreadPoolExecutor(PARTS) as pool:  # each thread waits on nbgrader
         done = list(pool.map(lambda i: _grade_part(folders[i], lesson, i, PARTS), range(PARTS)))
