@@ -12,8 +12,8 @@ every kernel through :func:`launch`, which, where kernels are interpreted:
   copies the results back after the launch;
 * records each load, store and atomic of every program: the addresses of the active lanes (those
   the mask lets through), where in the kernel's source it happened, which program made it;
-* refuses a load or store outside the argument tensors before it happens (:class:`MemoryCheckError`:
-  the line, the program, the tensor, how far out), so no byte is read or written there;
+* refuses a load or store outside the argument tensors before it happens (an AssertionError that
+  names the line, the program, the tensor, how far out), so no byte is read or written there;
 * after the launch, refuses a race: a non-atomic store to an address that another program of the
   launch also stores to, loads or adds to; and a load of an address that another program adds to
   atomically (what it reads depends on the order the programs run in).
@@ -53,8 +53,12 @@ _OWN_FILES = (os.path.dirname(triton.__file__), os.path.dirname(np.__file__), __
 _STATE: dict = {"record": None, "last": None, "logs": [], "atomic": [0], "originals": {}}
 
 
-class MemoryCheckError(AssertionError):
-    """A load or store outside a kernel's tensors, or a race between its programs."""
+def refusal(message: str) -> AssertionError:
+    """The checker's AssertionError (a plain one, as every failed check of the course), marked so
+    that it can be found again under the interpreter's wrappers."""
+    error = AssertionError(message)
+    error.memory_check = True
+    return error
 
 
 @dataclass
@@ -171,7 +175,7 @@ def _note(kind: int, ptrs, mask) -> None:
     program = tuple(int(i) for i in interpreter.interpreter_builder.grid_idx)
     where = _kernel_line()
     if (regions < 0).any():
-        raise MemoryCheckError(_out_of_bounds(record, kind, addresses, regions, program, where))
+        raise refusal(_out_of_bounds(record, kind, addresses, regions, program, where))
     record.accesses.append(Access(program, kind, addresses, regions, where))
 
 
@@ -356,7 +360,7 @@ def _unwrapped(error: BaseException) -> BaseException:
     """The checker's own error under the interpreter's wrappers, or ``error`` itself."""
     seen, inner = set(), error
     while inner is not None and id(inner) not in seen:
-        if isinstance(inner, MemoryCheckError):
+        if getattr(inner, "memory_check", False):
             return inner
         seen.add(id(inner))
         inner = inner.__cause__ or inner.__context__
@@ -399,20 +403,23 @@ def launch(kernel, grid: tuple, args: tuple, constants: dict) -> None:
     try:
         kernel[grid](*copies, **constants)
     except Exception as error:  # noqa: BLE001 -- the checker's own refusal, unwrapped
-        raise _unwrapped(error) from None
+        found = _unwrapped(error)
+        if found is error:
+            raise
+        raise found from None
     finally:
         _STATE["record"] = None
     for original, copy in pairs:  # byte for byte, as Triton's interpreter copies results back
         original.copy_(copy)
     _STATE["last"] = record
     if not record.accesses:
-        raise MemoryCheckError(
+        raise refusal(
             f"the memory check saw no load or store of {record.kernel}: Triton's interpreter was "
             "changed under it; restart the kernel (Python) and run the notebook again"
         )
     race = find_race(record)
     if race:
-        raise MemoryCheckError(race)
+        raise refusal(race)
 
 
 def last_record() -> Record | None:
