@@ -84,7 +84,7 @@ def _warm_compile_cache(folder: Path, lesson: Lesson) -> None:
     nbclient.NotebookClient(
         notebook, timeout=900, kernel_name="python3", allow_errors=True,
         resources={"metadata": {"path": str(folder)}},
-    ).execute()  # fmt: skip
+    ).execute(env={**os.environ, "ATTENTION_REF_KEEP_BUILDS": "1"})  # fmt: skip
 
 
 def _grade_lesson(root: Path, lesson: Lesson) -> tuple[list[Path], dict]:

@@ -2,6 +2,7 @@
 TRITON_INTERPRET=1 set when it is first imported, by whichever module imports it first (PyTorch's
 compiler may), on a machine without a CUDA GPU (attention_ref._triton_mode)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,8 @@ import pytest
 from attention_ref._triton_mode import choose_interpreter
 
 choose_interpreter()
+# the reference kernels' builds, kept for the next run (attention_ref.flash_compile.CACHE)
+os.environ.setdefault("ATTENTION_REF_KEEP_BUILDS", "1")
 
 HERE = Path(__file__).parent
 

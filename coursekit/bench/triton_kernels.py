@@ -1,26 +1,28 @@
 """Lesson 11's Triton kernels in ``make bench``: what the compiler makes of them (any machine), and
 their speed against FlashAttention, forward and backward (a CUDA GPU).
 
-Compiling needs no GPU (attention_ref.flash_compile): every reference kernel is compiled for an
-A100 (sm_80) and an H100 (sm_90) at the sizes a GPU run uses and at the tests' sizes, and the table
-shows registers per thread, spills and shared memory. The builds are kept in build/triton-builds/
-(keyed by the kernels' source, the settings and Triton's version), so a second run compiles
+Compiling needs no GPU (attention_ref.flash_compile): every reference kernel is compiled as a GPU
+timing run launches it (float16, d = 64, n = 8192: the launch's tt.divisibility attributes
+included, attention_ref.flash_launches) for sm_80, sm_90, sm_100 and sm_120, and the table shows
+registers per thread, spills, shared memory against each GPU's limit, warps, pipeline stages and
+asynchronous copies; then the forward kernel with other num_warps and num_stages, and one launch
+too large for some GPUs' shared memory. The builds are kept in the Python environment's cache
+(keyed by the kernels' source, the launch, the GPU and Triton's version), so a second run compiles
 nothing. Timing needs CUDA: in the interpreter a kernel's time is Python's, not the GPU's.
 """
 
 from __future__ import annotations
 
 from coursekit.bench.report import Config, Table, interleaved_best, progress
-from coursekit.course.lessons import ROOT
 
-BUILDS = ROOT / "build" / "triton-builds"
-KERNELS = (  # (kind, module, name): every reference kernel of lesson 11
+KERNELS = (  # (kind of launch, module, name): every reference kernel of lesson 11
     ("softmax", "attention_ref.flash", "softmax_kernel"),
     ("forward", "attention_ref.flash", "attention_kernel"),
     ("forward", "attention_ref.flash", "causal_attention_kernel"),
     ("forward", "attention_ref.flash", "cached_causal_attention_kernel"),
     ("backward", "attention_ref.flash_backward", "attention_backward_kernel"),
 )
+OPTIONS = ((4, 1), (4, 2), (4, 4), (8, 3))  # (num_warps, num_stages) beside the default (4, 3)
 
 
 def _flash():
@@ -30,37 +32,91 @@ def _flash():
     return (None, flash.UNAVAILABLE) if flash.UNAVAILABLE else (flash, None)
 
 
-def bench_compiled(cfg: Config) -> Table:
-    """Registers, spills and shared memory of the reference kernels for sm_80 and sm_90."""
-    import importlib
+def _launch(flash, kind: str, **options):
+    """A GPU run's launch of a kernel of ``kind``: the softmax of rows of 1024 float16 numbers, or
+    the attention kernels as attention_ref.flash.gpu_run_launch says."""
+    import torch
 
+    if kind == "softmax":
+        half = flash.flash_launches.Pointer(torch.float16)
+        return flash.flash_launches.launch_of((half, half, 1024), {"BLOCK": 1024, **options})
+    return flash.gpu_run_launch(kind, **options)
+
+
+def bench_compiled(cfg: Config) -> Table:
+    """Registers, spills and shared memory of the reference kernels as a GPU run launches them,
+    for four GPUs; launch options; a launch that does not fit."""
+    import importlib
+    import os
+
+    os.environ.setdefault("ATTENTION_REF_KEEP_BUILDS", "1")  # kept for the next run
     table = Table(
-        "Lesson 11's reference kernels compiled for an A100 (sm_80) and an H100 (sm_90), no GPU "
-        "needed",
-        ["kernel", "GPU", "settings", "registers", "spills (B)", "shared (B)", "warps", "CPU-s"],
-    )
+        "Lesson 11's reference kernels as a GPU run launches them, compiled for an A100 (sm_80), "
+        "an H100 (sm_90), a B200 (sm_100) and an RTX 5090 (sm_120), no GPU needed",
+        ["kernel", "GPU", "settings", "registers", "spills (B)", "shared (B)", "of limit",
+         "warps", "stages", "cp.async", "CPU-s"],
+    )  # fmt: skip
     flash, why = _flash()
     if flash is None:
         table.rows.append(["n/a", why or ""])
         return table
-    kernels = KERNELS if cfg.lessons else KERNELS[:2]  # --tiny: two kernels, the tests' sizes
-    sizes = (True, False) if cfg.lessons else (False,)
+    archs = tuple(flash.flash_compile.ARCHS) if cfg.lessons else ("sm_90",)  # --tiny: one GPU
+    kernels = KERNELS if cfg.lessons else KERNELS[1:2]
     for kind, module, name in progress(kernels, "compiling lesson 11's kernels"):
         kernel = getattr(importlib.import_module(module), name)
-        for gpu_sizes in sizes if kind != "softmax" else (False,):  # one size: its row
-            builds = flash.expect_compiles(
-                kernel, name, kind, show=False, cache=BUILDS, gpu_sizes=gpu_sizes
-            )
-            table.rows += [_row(b) for b in builds]
-    table.notes.append(
-        "CPU-s: what the compile took when it was made (the compiler in this process and ptxas); "
-        f"builds are kept in {BUILDS.relative_to(ROOT)}/ and found again by the next run"
-    )
-    table.notes.append(
-        "spills: bytes per thread parked in local memory (GPU main memory) because registers ran "
-        "out; shared: bytes of on-chip shared memory per program (A100: up to 163 KiB, H100: 227)"
-    )
+        table.rows += [
+            _row(flash.flash_compile.compile_launch(kernel, _launch(flash, kind), a)) for a in archs
+        ]
+    if cfg.lessons:
+        table.rows += _option_rows(flash)
+        table.rows += _limit_rows(flash)
+    _notes(table, flash)
     return table
+
+
+def _option_rows(flash) -> list[list[str]]:
+    """The forward kernel at a GPU run's sizes with other warps and stages, on sm_80 and sm_90."""
+    rows = []
+    for arch in ("sm_80", "sm_90"):
+        for warps, stages in OPTIONS:
+            launch = flash.gpu_run_launch("forward", num_warps=warps, num_stages=stages)
+            rows.append(
+                _row(flash.flash_compile.compile_launch(flash.attention_kernel, launch, arch))
+            )
+    return rows
+
+
+def _limit_rows(flash) -> list[list[str]]:
+    """float32, d = 128, blocks of 64 and 64: more shared memory than some GPUs give a program."""
+    import torch
+
+    big = flash.gpu_run_launch("forward", dtype=torch.float32, d=128, blocks=(64, 64))
+    builds = [
+        flash.flash_compile.compile_launch(flash.attention_kernel, big, a)
+        for a in flash.flash_compile.ARCHS
+    ]
+    rows = [_row(build) for build in builds]
+    for row, build in zip(rows, builds):
+        row[6] += "" if build.fits else " over"  # more than the GPU gives: no launch
+    return rows
+
+
+def _notes(table: Table, flash) -> None:
+    limits = ", ".join(
+        f"{arch} {limit:,}" for arch, limit in flash.flash_compile.SHARED_LIMITS.items()
+    )
+    table.notes += [
+        "settings: the launch's dtype and tl.constexpr values (group=1: an integer of 1, which a "
+        "launch makes a constant), and num_warps/num_stages where not Triton's 4 and 3; every "
+        "pointer and n of the run is 16-byte aligned or divisible by 16 (tt.divisibility=16)",
+        "spills: bytes per thread parked in local memory (GPU main memory) because registers ran "
+        f"out; shared: bytes of shared memory per program, of each GPU's limit ({limits}): "
+        "'over' cannot be launched there (Triton's OutOfResources)",
+        "cp.async: asynchronous copies in the PTX, loads into shared memory that overlap the "
+        "arithmetic (software pipelining, num_stages deep)",
+        "CPU-s: what the compile took when it was made (the compiler in this process and ptxas); "
+        f"builds are kept in {flash.flash_compile.CACHE} and found again by the next run",
+    ]
 
 
 def _row(build) -> list[str]:
@@ -71,7 +127,10 @@ def _row(build) -> list[str]:
         str(build.registers),
         str(build.spills),
         f"{build.shared:,}",
+        f"{build.shared / build.shared_limit:.0%}",
         str(build.num_warps),
+        str(build.num_stages),
+        str(build.async_copies),
         f"{build.seconds:.2f}",
     ]
 
@@ -106,7 +165,9 @@ def backward_times(setting, n: int) -> dict[str, float]:
             torch.autograd.grad(out, leaves, dout, retain_graph=True)
 
     def ours():
-        backward.attention_backward(q, k, v, dout, lse, delta, block_q=64, block_k=32)
+        backward.attention_backward(
+            q, k, v, dout, lse, delta, backward.attention_backward_kernel, block_q=64, block_k=32
+        )
 
     return interleaved_best(
         {"flash backward": theirs, "Triton backward (lesson 11)": ours},

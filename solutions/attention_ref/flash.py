@@ -476,8 +476,9 @@ def expect_compiles(kernel, name: str, *, gpu_run=None, show=True, cache=None, a
     sm_100, sm_120) as every launch of the tests specialized it, and, with ``gpu_run``
     ("forward", "backward"), as a GPU timing run launches it (:func:`gpu_run_launch`); the
     largest of the tests' launches and the run's are built to machine code and must fit each
-    GPU's shared memory (attention_ref.flash_compile.expect_compiles). A notebook helper that
-    the compiler refuses is replaced by the course's own here: its own test charges for it.
+    GPU's shared memory (attention_ref.flash_compile.expect_compiles). A notebook helper whose
+    own test the compiler failed (:func:`expect_helper_compiles`) is replaced by the course's
+    own here: that test has charged for it.
     Returns the builds; ``cache``: the folder that keeps them across processes (default:
     attention_ref.flash_compile.CACHE)."""
     if UNAVAILABLE:
@@ -500,9 +501,13 @@ def expect_helper_compiles(helper, name: str, *, show=True):
         for launch in flash_launches.launches_of(_attend_probe)
         if dict(launch.constants).get("HELPER") is helper
     ]
-    return flash_compile.expect_compiles(
-        _attend_probe, name, launches=launches, show=show, helpers=(helper,)
-    )
+    try:
+        return flash_compile.expect_compiles(
+            _attend_probe, name, launches=launches, show=show, helpers=(helper,)
+        )
+    except AssertionError:
+        flash_compile.note_refused(helper)  # the kernels that call it are not charged again
+        raise
 
 
 if UNAVAILABLE is None:

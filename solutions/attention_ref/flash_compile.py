@@ -245,9 +245,12 @@ def parse_ptxas(log: str) -> dict[str, int]:
 _BUILDS: dict[tuple, Build] = {}  # this process's compiles, by kernel source and settings
 # Reports of compiles that passed, kept across processes, by the source of a kernel and of every
 # function it calls, the launch, the GPU and Triton's version: in the Python environment's own
-# folder. The grading sandbox mounts that read-only: a graded notebook finds the reports that
-# trusted runs made (the reference tests, make bench, the solved lesson), and writes none.
+# folder. Every process reads them; only one whose environment has KEEP_BUILDS=1 writes them (the
+# reference tests, make bench, the grading chain's run of the solved lesson). The grading sandbox
+# drops that variable and mounts the environment read-only: a graded notebook finds the reports
+# trusted runs made, and writes none (an attempt would be reported as a refused write).
 CACHE = Path(sys.prefix) / "var" / "attention_ref" / "triton-builds"
+KEEP_BUILDS = "ATTENTION_REF_KEEP_BUILDS"
 _CHECK = 2  # what a report means: a new value when that changes
 _FRONT_ENDS: dict[tuple, None] = {}  # launches whose front end passed, by source and settings
 # How float32 blocks are multiplied where the course compiles its kernels for a GPU: IEEE float32
@@ -376,8 +379,8 @@ def _cached(key: tuple, cache: Path | None, kind=Build):
 
 
 def _keep(key: tuple, cache: Path | None, report: dict) -> None:
-    """Keep a report where ``cache`` can be written; elsewhere (the sandbox), nothing."""
-    if cache is None:
+    """Keep a report in ``cache``, where this process may (:data:`KEEP_BUILDS`)."""
+    if cache is None or os.environ.get(KEEP_BUILDS) != "1":
         return
     target = _cache_file(key, cache)
     try:
@@ -385,7 +388,7 @@ def _keep(key: tuple, cache: Path | None, report: dict) -> None:
         partial = target.with_suffix(f".{os.getpid()}.part")
         partial.write_text(json.dumps(report), encoding="utf-8")
         os.replace(partial, target)  # whole or not at all, for a process reading it meanwhile
-    except Exception:  # noqa: BLE001 -- read-only, or refused by the grader's audit hook
+    except OSError:  # a read-only folder, a full disk: the report is only a cache
         return
 
 
@@ -545,10 +548,23 @@ def _largest(launches: list) -> object:
     return max(launches, key=size)
 
 
+# Notebook helpers whose own compile check failed, by id: only these may be replaced in the
+# checks of the kernels that call them (mutated in place, never rebound)
+_REFUSED: dict[int, object] = {}
+
+
+def note_refused(helper) -> None:
+    """``helper``'s own test found that the compiler refuses it: the kernels that call it are
+    compiled with the course's helper in its place (:func:`expect_compiles`' ``stand_ins``)."""
+    _REFUSED[id(helper)] = helper
+
+
 class _Attempt:
     """Compiles that may put the course's own helpers in place of the notebook's ones of the same
-    names (``stand_ins``: {name: helper}) when the compiler refuses the kernel: if the kernel then
-    compiles, the refusal was the helpers', which their own test charges for."""
+    names (``stand_ins``: {name: helper}) when the compiler refuses the kernel, for a helper whose
+    own check the compiler failed (:func:`note_refused`): if the kernel then compiles, the refusal
+    was the helper's, which its own test charges for. A helper that passed its own check is never
+    replaced: what the compiler refuses only inside the kernel is the kernel's to answer for."""
 
     def __init__(self, kernel, name: str, stand_ins: dict, extra: tuple):
         self.kernel, self.name, self.stand_ins, self.extra = kernel, name, stand_ins, extra
@@ -591,7 +607,7 @@ class _Attempt:
             if fn is not own
             and fn.__name__ in self.stand_ins
             and id(item) not in self.substitute
-            and item is not self.stand_ins[fn.__name__]
+            and _REFUSED.get(id(item)) is item
         ]
 
 
