@@ -50,6 +50,12 @@ TOTALS = _cell(
     "    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * 2)\n"
     "\n"
     "@triton.jit\n"
+    "def no_other(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n"
+    "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+    "    x = tl.load(x_ptr + offsets, mask=offsets < n)\n"
+    "    tl.store(out_ptr + offsets, x)\n"
+    "\n"
+    "@triton.jit\n"
     "def stores_past_the_end(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n"
     "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
     "    x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)\n"
@@ -86,6 +92,14 @@ def test_a_load_or_store_past_the_end_is_stopped_before_it_happens(kernel):
     assert "outside" in message and "the first at element 19, past its last element" in message
     assert "Mask the" in message
     assert torch.equal(out[19:], torch.full((5,), -1.0))
+
+
+def test_a_masked_off_lane_without_other_is_nan_not_zero():
+    """On a GPU such a lane holds nothing defined; the interpreter gives 0, the checked launch
+    NaN, so that a kernel relying on it shows."""
+    x, out = torch.arange(16.0) + 1, torch.zeros(16)
+    flash.launch(TOTALS["no_other"], (2,), (x, out, 12), {"BLOCK": 8})
+    assert torch.equal(out[:12], x[:12]) and out[12:].isnan().all(), out
 
 
 def test_the_causal_record_sees_keys_read_above_the_diagonal():

@@ -473,10 +473,10 @@ def compile_kernel(kernel, types_: tuple, constants: tuple, arch: str = "sm_90")
 
 def expect_compiles(kernel, name: str, *, gpu_run=None, show=True, cache=None, archs=None):
     """A test: ``kernel`` compiles for an A100, an H100, a B200 and an RTX 5090 (sm_80, sm_90,
-    sm_100, sm_120) as every launch of the tests specialized it, and, with ``gpu_run``
-    ("forward", "backward"), as a GPU timing run launches it (:func:`gpu_run_launch`); the
-    largest of the tests' launches and the run's are built to machine code and must fit each
-    GPU's shared memory (attention_ref.flash_compile.expect_compiles). A notebook helper whose
+    sm_100, sm_120) as every launch of the tests specialized it (the compiler's front end), and
+    is built to machine code within each GPU's shared memory as a GPU timing run launches it,
+    with ``gpu_run`` ("forward", "backward": :func:`gpu_run_launch`), or else as the largest of
+    the tests' launches (attention_ref.flash_compile.expect_compiles). A notebook helper whose
     own test the compiler failed (:func:`expect_helper_compiles`) is replaced by the course's
     own here: that test has charged for it.
     Returns the builds; ``cache``: the folder that keeps them across processes (default:

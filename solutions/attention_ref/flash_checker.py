@@ -14,6 +14,8 @@ every kernel through :func:`launch`, which, where kernels are interpreted:
   the mask lets through), where in the kernel's source it happened, which program made it;
 * refuses a load or store outside the argument tensors before it happens (an AssertionError that
   names the line, the program, the tensor, how far out), so no byte is read or written there;
+* gives the masked-off lanes of a load without ``other`` NaN (a GPU leaves them undefined; the
+  interpreter's zeros would let a kernel rely on them);
 * after the launch, refuses a race: a non-atomic store to an address that another program of the
   launch also stores to, loads or adds to; and a load of an address that another program adds to
   atomically (what it reads depends on the order the programs run in).
@@ -117,7 +119,19 @@ def _original(name: str):
 
 def _masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
     _note(LOAD if not _STATE["atomic"][0] else ATOMIC, ptrs, mask)
+    if other is None and _STATE["record"] is not None:
+        other = _undefined(ptrs)
     return _original("create_masked_load")(self, ptrs, mask, other, cache_policy, is_volatile)
+
+
+def _undefined(ptrs):
+    """What a masked-off lane of a load without ``other`` holds: on a GPU, nothing defined (the
+    interpreter gives 0, which a kernel could come to rely on); in a checked launch, NaN for a
+    float (0 * NaN is NaN: a value that should have weighed nothing shows up), 0 otherwise."""
+    element = ptrs.get_element_ty()
+    dtype = interpreter._get_np_dtype(element)
+    fill = np.nan if np.issubdtype(dtype, np.floating) else 0
+    return interpreter.TensorHandle(np.full(np.shape(ptrs.data), fill, dtype=dtype), element)
 
 
 def _masked_store(self, ptrs, value, mask, cache_policy):

@@ -161,9 +161,20 @@ def _compilable(value):
     return value
 
 
+_VIEW = {"depth": 0}  # compiles in progress (mutated in place): the view is set up once
+
+
 @contextlib.contextmanager
 def _compiler_view():
-    """triton.language as the compiler expects it, for the duration of a compile."""
+    """triton.language as the compiler expects it, for the duration of a compile (or of several:
+    nested, only the outermost swaps)."""
+    if _VIEW["depth"]:
+        _VIEW["depth"] += 1
+        try:
+            yield
+        finally:
+            _VIEW["depth"] -= 1
+        return
     changed = []
     for (owner, name), value in _PRISTINE.items():
         now = vars(owner).get(name, _ABSENT)
@@ -171,9 +182,11 @@ def _compiler_view():
         if now is not value:
             changed.append((owner, name, now))
             setattr(owner, name, value)
+    _VIEW["depth"] += 1
     try:
         yield
     finally:
+        _VIEW["depth"] -= 1
         for owner, name, now in reversed(changed):
             if now is _ABSENT:
                 delattr(owner, name)
@@ -309,14 +322,16 @@ def _launch_key(jit, launch, arch: str, converter) -> tuple:
 
 
 def compile_launch(
-    kernel, launch, arch: str = "sm_90", cache: Path | None = CACHE, substitute=None
-) -> Build:
+    kernel, launch, arch: str = "sm_90", cache: Path | None = CACHE, substitute=None,
+    converter=None,
+) -> Build:  # fmt: skip
     """Compile ``kernel`` for ``arch`` as a GPU compiles it for ``launch`` (a
     attention_ref.flash_launches.Launch: the specialization a real launch computes, the
     ``tt.divisibility`` attributes included), the whole way to machine code. ``substitute``:
-    {id(a helper): the function to compile in its place}. Cached as :func:`compile_kernel`."""
+    {id(a helper): the function to compile in its place}; ``converter``: a _Converter made with
+    it, to share between compiles. Cached as :func:`compile_kernel`."""
     _known(arch)
-    converter = _Converter(substitute)
+    converter = converter or _Converter(substitute)
     with _compiler_view():
         jit = converter(kernel)
         key = (*_launch_key(jit, launch, arch, converter), "build")
@@ -330,35 +345,48 @@ def compile_launch(
     return _BUILDS[key]
 
 
-def front_end(kernel, launch, arch: str = "sm_90", substitute=None, cache=CACHE) -> None:
+# The front end reads of the target only the options that parse_options sets by capability
+# (which FP8 types it takes) and, in make_ttir, whether to rewrite tensor descriptors (below
+# sm_90): an sm_100 or sm_120 front end is sm_90's, so it runs once for the three.
+FRONT_END_OF = {"sm_80": "sm_80", "sm_90": "sm_90", "sm_100": "sm_90", "sm_120": "sm_90"}
+
+
+def front_end(
+    kernel, launch, arch: str = "sm_90", substitute=None, cache=CACHE, converter=None
+) -> None:
     """Run the compiler's front end (the kernel's Python to Triton's IR, and its first passes)
     on ``launch`` for ``arch``: where it refuses what it cannot compile. Raises its error."""
     _known(arch)
-    converter = _Converter(substitute)
+    converter = converter or _Converter(substitute)
     with _compiler_view():
         jit = converter(kernel)
         key = (*_launch_key(jit, launch, arch, converter), "front end")
         if key in _FRONT_ENDS or key[:-1] + ("build",) in _BUILDS or _cached(key, cache, dict):
             return
-        signature, constexprs, attrs, options = flash_launches.specialize(
-            jit, launch, ARCHS[arch], converter.constant
-        )
-        target = GPUTarget("cuda", ARCHS[arch], 32)
-        backend = make_backend(target)
-        options = backend.parse_options(_options(dict(options.__dict__)))
-        context = ir.context()
-        ir.load_dialects(context)
-        backend.load_dialects(context)
-        source = ASTSource(fn=jit, signature=signature, constexprs=constexprs, attrs=attrs)
-        module = source.make_ir(
-            target, options, backend.get_codegen_implementation(options),
-            backend.get_module_map(), context,
-        )  # fmt: skip
-        stages: dict = {}
-        backend.add_stages(stages, options, source.language)
-        stages["ttir"](module, {})
+        _ttir(jit, launch, arch, converter)
         _FRONT_ENDS[key] = None
         _keep(key, cache, {"front end": "accepted"})
+
+
+def _ttir(jit, launch, arch: str, converter) -> str:
+    """Triton's IR of ``launch`` of ``jit`` for ``arch``, after the front end's passes."""
+    signature, constexprs, attrs, options = flash_launches.specialize(
+        jit, launch, ARCHS[arch], converter.constant
+    )
+    target = GPUTarget("cuda", ARCHS[arch], 32)
+    backend = make_backend(target)
+    options = backend.parse_options(_options(dict(options.__dict__)))
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    source = ASTSource(fn=jit, signature=signature, constexprs=constexprs, attrs=attrs)
+    module = source.make_ir(
+        target, options, backend.get_codegen_implementation(options), backend.get_module_map(),
+        context,
+    )  # fmt: skip
+    stages: dict = {}
+    backend.add_stages(stages, options, source.language)
+    return str(stages["ttir"](module, {}))
 
 
 def _cache_file(key: tuple, cache: Path) -> Path:
@@ -570,6 +598,15 @@ class _Attempt:
         self.kernel, self.name, self.stand_ins, self.extra = kernel, name, stand_ins, extra
         self.substitute: dict = {}
         self.notes: list[str] = []
+        self.converters: dict = {}
+
+    def converter(self) -> _Converter:
+        """One converter per set of replaced helpers: each kernel converted (and its source
+        hashed) once per check."""
+        key = frozenset(self.substitute)
+        if key not in self.converters:
+            self.converters[key] = _Converter(dict(self.substitute))
+        return self.converters[key]
 
     def __call__(self, compile_one, arch: str):
         try:
@@ -617,8 +654,10 @@ def expect_compiles(
 ) -> list[Build]:  # fmt: skip
     """A test: ``kernel`` compiles for every GPU of ``archs`` as each of ``launches`` (default:
     every launch of it the tests made, attention_ref.flash_launches) specialized it: the
-    compiler's front end for each, and the largest of them and each of ``extra`` (a GPU run's
-    sizes) the whole way to machine code, whose shared memory must fit each GPU's limit. Prints
+    compiler's front end for each, and the whole way to machine code, its shared memory within
+    each GPU's limit, each of ``extra`` (a GPU run's launches) or, without them, the largest of
+    ``launches`` (the front end is where a refusal comes from; a build, where a resource does not
+    fit, which a GPU run's sizes show better than the tests' small ones). Prints
     what the compiler made of it; fails with the compiler's message and the line it refused.
     ``stand_ins``: {name: the course's helper}, compiled in place of a notebook helper of that
     name that the compiler refuses (its own test charges for it); ``helpers``: helpers passed to
@@ -630,14 +669,26 @@ def expect_compiles(
             "launched it, so run its test from the start"
         )
     attempt = _Attempt(kernel, name, stand_ins or {}, tuple(helpers))
-    for launch in launches:
-        for arch in archs:
-            attempt(lambda sub, at=launch, to=arch: front_end(kernel, at, to, sub, cache), arch)
-    builds = [
-        attempt(lambda sub, at=launch, to=arch: compile_launch(kernel, at, to, cache, sub), arch)
-        for launch in [_largest(launches), *extra]
-        for arch in archs
-    ]
+    front_ends = sorted({FRONT_END_OF[arch] for arch in archs}, key=list(ARCHS).index)
+    with _compiler_view():  # once for every compile of the check
+        for launch in launches:
+            for arch in front_ends:
+                attempt(
+                    lambda sub, at=launch, to=arch: front_end(
+                        kernel, at, to, sub, cache, attempt.converter()
+                    ),
+                    arch,
+                )
+        builds = [
+            attempt(
+                lambda sub, at=launch, to=arch: compile_launch(
+                    kernel, at, to, cache, sub, attempt.converter()
+                ),
+                arch,
+            )
+            for launch in list(extra) or [_largest(launches)]
+            for arch in archs
+        ]
     _expect_fits(name, builds)
     if show:
         for note in attempt.notes:
