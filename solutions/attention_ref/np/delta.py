@@ -10,7 +10,7 @@ section 4.2; Widrow and Hoff's rule as a fast-weight update) first reads what th
 
 (with ``beta_t = 1`` and ``|k_t| = 1``, the value stored under ``k_t`` is replaced).
 
-The **gated delta rule** (Gated DeltaNet, Yang, Kautz and Hatamizadeh, 2025, section 3) also
+The **gated delta rule** (Gated DeltaNet, Yang, Kautz and Hatamizadeh, 2025) also
 forgets: the whole state decays by ``alpha_t = exp(log_decay_t)`` in ``(0, 1]`` first,
 
     S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,      out_t = S_t^T q_t .
@@ -20,8 +20,8 @@ forgets: the whole state decays by ``alpha_t = exp(log_decay_t)`` in ``(0, 1]`` 
 and keys: a model does that before (Qwen3-Next: L2-normalised q and k, q times ``1/sqrt(d_k)``).
 
 **Chunkwise.** The recurrence is one small step per token. Training computes it a chunk of ``C``
-positions at a time with matrix products (Yang et al., 2024, section 3; Yang et al., 2025,
-section 3.3). Inside a chunk entered with state ``S_0``, write ``gamma_t = alpha_1 ... alpha_t``
+positions at a time with matrix products (Yang et al., 2024, section 3; Yang et al.,
+2025). Inside a chunk entered with state ``S_0``, write ``gamma_t = alpha_1 ... alpha_t``
 and ``u_t = beta_t (v_t - alpha_t S_{t-1}^T k_t)``, what step t adds; then ``S_t = gamma_t S_0 +
 sum_{i<=t} (gamma_t / gamma_i) k_i u_i^T``, and the ``u`` solve one unit lower-triangular system,
 with ``A_ti = beta_t (gamma_t / gamma_i) k_t . k_i`` for ``i < t`` (0 elsewhere),

@@ -1,4 +1,4 @@
-"""Lesson 13, Gated attention (Qiu et al., 2025, section 2) -- NumPy reference.
+"""Lesson 13, Gated attention (Qiu et al., 2025) -- NumPy reference.
 
 Multi-head attention (lesson 4) with one more projection: a sigmoid gate computed from the layer's
 input, multiplied into each head's output *before* the heads are concatenated and projected by
@@ -11,8 +11,8 @@ input, multiplied into each head's output *before* the heads are concatenated an
 its gate coming out of the query projection). A gate near 0 lets a head output nothing at a
 position, which the softmax alone cannot: its weights sum to 1, so a head with nothing to read
 must still average some values, and trained models park that weight on the first tokens (the
-attention sink, lesson 12). With the gate the head need not: Qiu et al. (section 4.3) measured the
-first token's share of attention fall from about half to a few per cent.
+attention sink, lesson 12). With the gate the head need not: Qiu et al. measured the first
+token's share of attention fall from about half to a few per cent.
 
 Placed after ``W^O`` the gate would scale the sum over heads, not each head: a different, weaker
 layer (one gate cannot close one head and leave another open).

@@ -1,7 +1,7 @@
 """Lesson 13 (PyTorch only): multi-query associative recall, and tiny stacks of linear- and
 full-attention layers to train on it.
 
-**MQAR** (Arora et al., 2024, Zoology, section 3): a sequence lists ``num_pairs`` key-value
+**MQAR** (Arora et al., 2024, Zoology): a sequence lists ``num_pairs`` key-value
 pairs, then asks for some of the keys again; at each such query the model must name the value
 that followed that key. Every pair must be kept until it is asked for, so the task measures how
 much a layer can recall from its context: all of it for softmax attention, whose KV cache keeps
@@ -15,7 +15,7 @@ targets are -100 (ignored) except at the queries, where they are the values aske
 ``RecallModel(vocab_size, d_model, num_heads, layers, ...)``: an embedding, then one pre-norm
 residual block per letter of ``layers`` (``"L"``: a Gated DeltaNet layer, ``"F"``: causal softmax
 attention, optionally with Qiu et al.'s output gate), each followed by an MLP, and a linear read
-out. The Gated DeltaNet layer follows Qwen3-Next's (Yang et al., 2025, section 3.4): a short
+out. The Gated DeltaNet layer follows Qwen3-Next's (Yang et al., 2025): a short
 causal convolution over the projected queries, keys and values, L2-normalised queries and keys,
 ``beta = sigmoid(x W_beta)``, ``log alpha = logsigmoid(x W_alpha + 3)``, and the gated delta rule
 computed by the function it is given (``delta_rule``: the library's chunked form by default,
@@ -106,7 +106,8 @@ class GatedDeltaNetLayer(nn.Module):
 
 class FullAttentionLayer(nn.Module):
     """Causal softmax attention, with Qiu et al.'s element-wise sigmoid gate before ``W^O`` when
-    ``gated``; ``self.weights`` keeps the last forward's attention weights ``(batch, h, n, n)``."""
+    ``gated``; ``self.weights`` keeps the last forward's attention weights ``(batch, h, n, n)``
+    and ``self.gates`` its gates ``(batch, h, n, d_head)`` (None without a gate)."""
 
     def __init__(self, d_model: int, num_heads: int, gated: bool = False):
         super().__init__()
@@ -114,7 +115,7 @@ class FullAttentionLayer(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.gate = nn.Linear(d_model, d_model) if gated else None
         self.out = nn.Linear(d_model, d_model, bias=False)
-        self.weights = None
+        self.weights = self.gates = None
 
     def forward(self, x):
         q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, -1))
@@ -125,7 +126,9 @@ class FullAttentionLayer(nn.Module):
         self.weights = weights.detach()
         heads = weights @ v
         if self.gate is not None:
-            heads = heads * torch.sigmoid(split_heads(self.gate(x), self.num_heads))
+            gates = torch.sigmoid(split_heads(self.gate(x), self.num_heads))
+            self.gates = gates.detach()
+            heads = heads * gates
         return self.out(merge_heads(heads))
 
 
