@@ -181,6 +181,19 @@ def test_the_guard_puts_back_what_was_patched():
     assert np.allclose is allclose
 
 
+def test_the_guard_trusts_what_loads_and_skips_a_module_that_fails_to(tmp_path, monkeypatch):
+    """The names a lesson imports are trusted before any submitted code runs; one whose module
+    fails to load in the sandbox with more than an ImportError is left untrusted, and the grading
+    goes on (lesson 13 imports `transformers` for a demo: trusting it stopped every grading)."""
+    from coursekit.grading import guard
+
+    (tmp_path / "_fails_to_load.py").write_text("raise RuntimeError('no cache directory here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    guard.install()
+    guard.trust({"np": ["numpy", None], "broken": ["_fails_to_load", "anything"]})
+    assert guard._state["trusted"].get("np") is np and "broken" not in guard._state["trusted"]
+
+
 def test_the_guard_accepts_what_the_check_helpers_record_as_imports_come():
     """The check helpers keep their own records in the library's globals; the guard, which fails a
     test during which a library global is rebound, must not count that as tampering."""

@@ -236,7 +236,9 @@ def trust(bindings: dict[str, list]) -> None:
             value = importlib.import_module(module)
             if attr is not None:
                 value = getattr(value, attr)
-        except (ImportError, AttributeError):
+        except Exception:  # noqa: BLE001 -- a module that cannot load in the sandbox is not trusted
+            # in some other way (lesson 13's demos import `transformers`: trusting it stopped every
+            # grading of the lesson). Trusting fewer names is the safe side; no grading stops here.
             continue
         _state["trusted"][name] = value
 
