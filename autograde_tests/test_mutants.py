@@ -36,6 +36,7 @@ TRIAGED: set[str] = {
     "lesson09",
     "lesson10",
     "lesson12",
+    "lesson13",
     "lesson14",
 }
 LESSONS = {item.assignment: item for item in all_lessons()}
