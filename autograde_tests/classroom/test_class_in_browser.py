@@ -213,7 +213,7 @@ def _grade(page, test_class, hub, steps) -> dict[str, dict]:
 
 def _assert_lms_export(room, report: dict[str, dict]) -> None:
     """In the grader's terminal: the grades for Moodle, one row per rostered student (held ones
-    blank), the same scores as the course's table."""
+    "-", Moodle's "no grade": it reads a blank as 0), the same scores as the course's table."""
     out = room.folder / "moodle_grades.csv"
     as_grader(room, "nbgrader", "export", "--exporter=coursekit.grading.lms.MoodleExport",
               f"--to={out}")  # fmt: skip
@@ -223,7 +223,7 @@ def _assert_lms_export(room, report: dict[str, dict]) -> None:
     exported = dict(rows[1:])
     assert set(exported) == set(room.students)
     for student, row in report.items():
-        expected = "" if row["status"] == "held" else f"{round(float(row['score']), 2):g}"
+        expected = "-" if row["status"] == "held" else f"{round(float(row['score']), 2):g}"
         assert exported[student] == expected, (student, exported[student], row)
 
 
