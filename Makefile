@@ -9,10 +9,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 # nbgrader runs `alembic` (and the kernel) from PATH: the environment's tools come first.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
-# PyTorch's AVX2 kernels on every x86-64 machine, so that lessons print the numbers their text
-# quotes (coursekit/course/numerics.py says why; a test checks the two agree).
+# PyTorch's, MKL's and oneDNN's AVX2 kernels on every x86-64 machine, so that lessons print the
+# numbers their text quotes (coursekit/course/numerics.py says why; a test checks the two agree).
 ifeq ($(shell uname -m),x86_64)
 export ATEN_CPU_CAPABILITY ?= avx2
+export MKL_CBWR ?= AVX2
+export ONEDNN_MAX_CPU_ISA ?= AVX2
 endif
 LESSON ?=
 # EDITION=student builds the book without any solution code (for graded courses).

@@ -8,9 +8,14 @@ processes that run lessons use the AVX2 kernels on every x86-64 machine: the boo
 tests', a learner's `make lab`. The Makefile exports the same; elsewhere (Arm) the variable means
 nothing and is left unset.
 
-MKL is left to choose its own code path: forcing its AVX2 path (MKL_CBWR=AVX2) on an AMD machine
-changed lesson 8's ablations, whose text matches MKL's own choice there. Whether an Intel machine
-with AVX-512, where MKL may pick other kernels, prints the same was not checked.
+The matrix products are MKL's (and oneDNN's), which choose their own code path by processor too:
+on an Intel machine with AVX-512 MKL's own choice trained lesson 8's ablations to other ends than
+on an AMD one (a CI machine of each kind, 2026-11-28), so MKL is held to its AVX2 path
+(MKL_CBWR, its "conditional numerical reproducibility") and oneDNN to AVX2 as well: both
+processors run that path alike. Small models trained from a seed are chaotic enough that even the
+number of threads changes where they end (lesson 8's one-head ablation without scaling, seed 8:
+63 % exactly reversed with one thread, 75 % with two), so the book runs its lessons with one
+thread (BOOK_THREADS), as a test worker does on two cores.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from __future__ import annotations
 import os
 import platform
 
-PINNED = {"ATEN_CPU_CAPABILITY": "avx2"}
+PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+BOOK_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def pin_cpu_kernels(environ=os.environ) -> None:
@@ -27,3 +33,11 @@ def pin_cpu_kernels(environ=os.environ) -> None:
     if platform.machine().lower() in ("x86_64", "amd64"):
         for name, value in PINNED.items():
             environ.setdefault(name, value)
+
+
+def book_environment(environ=os.environ) -> dict[str, str]:
+    """The environment the book's build runs its lessons in: ``environ`` with the kernels pinned
+    and one thread each, whatever the caller set (the text quotes what this prints)."""
+    chosen = dict(environ)
+    pin_cpu_kernels(chosen)
+    return chosen | BOOK_THREADS

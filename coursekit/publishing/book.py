@@ -37,7 +37,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from coursekit.course import expected_time
+from coursekit.course import expected_time, numerics
 from coursekit.course.lessons import ROOT, Lesson, all_lessons
 from coursekit.course.sources import nbgrader_source
 
@@ -252,7 +252,14 @@ def build(
         "-n",
         "--keep-going",
     ]
-    result = subprocess.run(command, cwd=ROOT, check=False, capture_output=quiet, text=True)
+    result = subprocess.run(
+        command,
+        cwd=ROOT,
+        env=numerics.book_environment(),
+        check=False,
+        capture_output=quiet,
+        text=True,
+    )
     if result.returncode != 0:
         details = (result.stdout or "")[-3000:] if quiet else "see the warnings above"
         raise SystemExit(f"the book did not build ({edition} edition): {details}")
