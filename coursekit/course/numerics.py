@@ -1,12 +1,12 @@
 """The same numbers from the lessons on every x86-64 machine.
 
 PyTorch picks its CPU kernels by what the processor offers, and its AVX-512 kernels add up in
-another order than its AVX2 ones: lesson 12's tiny model, trained the same way, ends at a loss of
-0.647 for a window of 8 on an AVX-512 machine and 0.632 on an AVX2 one. The text of lessons 8, 10
-and 12 quotes such numbers (coursekit.course.quoted holds it to the printed output), so the
-processes that run lessons use the AVX2 kernels on every x86-64 machine: the book's run, the
-tests', a learner's `make lab`. The Makefile exports the same; elsewhere (Arm) the variable means
-nothing and is left unset.
+another order than its AVX2 ones: lesson 12's tiny model, trained the same way, ended at a loss
+of 0.647 for a window of 8 on an AVX-512 machine and 0.632 on an AVX2 one (MKL not yet pinned).
+The text of lessons 8, 10 and 12 quotes such numbers (coursekit.course.quoted holds it to the
+printed output), so the processes that run lessons use the AVX2 kernels on every x86-64
+machine: the book's run, the tests', a learner's `make lab`. The Makefile exports the same;
+elsewhere (Arm) the variables mean nothing and are left unset.
 
 The matrix products are MKL's (and oneDNN's), which choose their own code path by processor too:
 on an Intel machine with AVX-512 MKL's own choice trained lesson 8's ablations to other ends than
