@@ -35,6 +35,7 @@ TRIAGED: set[str] = {
     "lesson08",
     "lesson09",
     "lesson10",
+    "lesson11",
     "lesson12",
     "lesson13",
     "lesson14",
