@@ -21,6 +21,10 @@ fails when a target is missed (a shared or slower machine moves the numbers). Th
              backward kernel against FlashAttention's backward (TFLOP/s). Elsewhere the section
              says "no GPU on this machine". On any machine: lesson 11's reference kernels
              compiled for sm_80 and sm_90 (registers, spills, shared memory; no GPU needed).
+  experiments  (only when named: ``--only experiments``) every experiment a lesson declares in
+             ``solutions/<lesson>/experiments.yml`` rerun over its seeds with the CPU kernels
+             pinned and unpinned, one thread and two; each run's numbers written to the lesson's
+             record, ``attention_ref/experiments/<lesson>.json`` (coursekit.bench.experiments).
 
 The book's build times are measured separately by ``make bench-book`` (it rebuilds the book).
 ``python -m coursekit.bench --only attention,memory`` runs some sections; ``--tiny`` runs every

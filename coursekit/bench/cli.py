@@ -4,18 +4,22 @@ tables."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
 from coursekit import bench
+from coursekit.bench.experiments import bench_experiments
 from coursekit.bench.lessons import selected_lessons
 from coursekit.bench.report import TINY, Config, Table, machine_line
 from coursekit.course.nbgrader_cli import nbgrader_env
 
-SECTIONS = ("lessons", "attention", "memory", "grading", "gpu")
+SECTIONS = ("lessons", "attention", "memory", "grading", "gpu", "experiments")
+# Sections run only when named (--only): the experiments' record takes an hour and rewrites files.
+DEFAULT = ("lessons", "attention", "memory", "grading", "gpu")
 
 
-def run(sections: tuple[str, ...], cfg: Config) -> list[Table]:
+def run(sections: tuple[str, ...], cfg: Config, experiments: tuple[str, ...] = ()) -> list[Table]:
     # nbclient's kernel and `make` find this environment's python first, as under `make bench`
     os.environ["PATH"] = nbgrader_env()["PATH"]
     tables: list[Table] = []
@@ -25,6 +29,9 @@ def run(sections: tuple[str, ...], cfg: Config) -> list[Table]:
         "memory": lambda: [bench.bench_memory(cfg)],
         "grading": lambda: [bench.bench_grading(cfg)],
         "gpu": lambda: bench.bench_gpu(cfg),
+        "experiments": lambda: [
+            bench_experiments(selected_lessons(dataclasses.replace(cfg, lessons=True)), experiments)
+        ],
     }
     for section in sections:
         print(f"  measuring: {section} ...", file=sys.stderr, flush=True)
@@ -38,8 +45,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--only",
-        default=",".join(SECTIONS),
-        help=f"comma-separated sections to run (default: all of {', '.join(SECTIONS)})",
+        default=",".join(DEFAULT),
+        help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all but "
+        "experiments, which reruns the lessons' experiments over seeds and conditions and "
+        "rewrites their records: name it)",
     )
     parser.add_argument(
         "--repeat", type=int, default=1, help="executions of each lesson; the best counts"
@@ -48,6 +57,11 @@ def main(argv: list[str] | None = None) -> None:
         "--lessons",
         default="",
         help="comma-separated lessons to execute (e.g. lesson12); default: every lesson",
+    )
+    parser.add_argument(
+        "--experiments",
+        default="",
+        help="with --only experiments: comma-separated experiment names to rerun (default: all)",
     )
     parser.add_argument(
         "--tiny", action="store_true", help="toy sizes, no lessons: checks that the code runs"
@@ -61,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = TINY if args.tiny else Config(repeat=max(1, args.repeat), lesson_names=names)
     selected_lessons(cfg)  # an unknown lesson fails here, before any measuring
     print(machine_line(), flush=True)
-    tables = run(sections, cfg)
+    chosen = tuple(n.strip() for n in args.experiments.split(",") if n.strip())
+    tables = run(sections, cfg, chosen)
     print()
     print("\n\n".join(table.render() for table in tables))
     print("\nBook build times: `make bench-book` (full build, no-op rebuild, one lesson edited).")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import platform
+from dataclasses import dataclass
 
 PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 BOOK_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -41,3 +42,40 @@ def book_environment(environ=os.environ) -> dict[str, str]:
     chosen = dict(environ)
     pin_cpu_kernels(chosen)
     return chosen | BOOK_THREADS
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+@dataclass(frozen=True, order=True)
+class Condition:
+    """One way a learner's machine may run a lesson: the CPU kernels pinned (PINNED) or the
+    machine's own, and the threads of each pool. The experiments' record
+    (coursekit.course.experiments) holds every claim over all of CONDITIONS."""
+
+    pinned: bool
+    threads: int
+
+    @property
+    def label(self) -> str:
+        kernels = "pinned" if self.pinned else "unpinned"
+        return f"{kernels}, {self.threads} thread{'s' * (self.threads != 1)}"
+
+    def environment(self, environ=os.environ) -> dict[str, str]:
+        """``environ`` as a process running under this condition needs it (before torch is
+        imported: torch reads these once)."""
+        chosen = {k: v for k, v in environ.items() if k not in PINNED}
+        if self.pinned:
+            pin_cpu_kernels(chosen)
+        return chosen | {name: str(self.threads) for name in THREAD_VARIABLES}
+
+
+CONDITIONS = tuple(Condition(pinned, threads) for pinned in (True, False) for threads in (1, 2))
+
+
+def parse_condition(text: str) -> Condition:
+    """``pinned-1``, ``unpinned-2``, ... as a Condition (a clear error for anything else)."""
+    kernels, _, threads = text.partition("-")
+    if kernels not in ("pinned", "unpinned") or not threads.isdigit() or int(threads) < 1:
+        raise ValueError(f"a condition is pinned-N or unpinned-N (N threads), not {text!r}")
+    return Condition(kernels == "pinned", int(threads))
