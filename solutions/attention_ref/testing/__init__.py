@@ -20,6 +20,11 @@ The parts (import the names from here, ``from attention_ref.testing import expec
 * ``one_pass`` -- a single pass over a row, watched by an ndarray subclass;
 * ``blocks`` -- the matrix products a call computes: one block of keys at a time (tiled attention),
   the newest position only (a KV cache);
+* ``cost`` -- what one call costs, as one record: multiply-adds, numbers written, bytes allocated,
+  peak and kept, lines of the notebook's code run;
+* ``growth`` -- a method clause as a law of growth: that cost at two or three sizes;
+* ``holdings`` -- everything a state holds, by reachability (dict keys, lists, attributes, every
+  buffer once), and a graded call that keeps no state outside its arguments;
 * ``display`` -- how a failed check reads in a notebook: the message first, the notebook's own
   lines, the course's frames left out, the check's hint (attention_ref.hints) added (registered
   with IPython when this package is imported).
@@ -39,6 +44,9 @@ from .checks import (
     fail,
     to_numpy,
 )
+from .cost import Cost, cost_profile
+from .growth import expect_growth, growth
+from .holdings import Holdings, expect_holds_at_most, expect_no_hidden_state, holdings
 from .meta_device import expect_device_agnostic, expect_device_argument
 from .one_pass import expect_one_pass
 from .ownership import expect_no_library_call, expect_own_function, from_library
@@ -49,7 +57,15 @@ from .tamper import library_wrapper, require_untampered
 _fail, _from_library, _require_untampered = fail, from_library, require_untampered
 
 __all__ = [
+    "Cost",
+    "Holdings",
     "TorchRecord",
+    "cost_profile",
+    "expect_growth",
+    "expect_holds_at_most",
+    "expect_no_hidden_state",
+    "growth",
+    "holdings",
     "expect_close",
     "expect_device_agnostic",
     "expect_device_argument",

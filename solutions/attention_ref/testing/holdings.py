@@ -1,0 +1,249 @@
+"""Everything a state holds, counted by reachability, and the check that a graded call keeps no
+state of its own outside what it is given and what it returns.
+
+:func:`holdings` walks an object the way the garbage collector does (``gc.get_referents``): the
+keys *and* values of dicts, lists, tuples, sets, ``bytes`` and strings, objects' attributes,
+functions' defaults and closures, the attributes hung on a tensor. Each object is counted once;
+each NumPy buffer once (a view counts its base's whole buffer, once however many views share it);
+each torch storage once (by device and address, at ``untyped_storage().nbytes()``: a view of a
+big buffer holds the whole buffer). Modules, classes and the library's functions are not state:
+the walk does not enter them.
+
+:func:`expect_no_hidden_state` runs a graded call and fails if it left the notebook's globals, its
+functions' defaults, closures and attributes, the course library's modules or the builtins other
+than they were: a cache in a module-level dict keyed by ``id(cache)``, a default argument that
+remembers, a list appended to at each call. What the call was given (and everything reachable from
+its arguments) and what it returns may change; that is the exercise's state.
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import re
+import sys
+import types
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .checks import fail
+from .tamper import require_untampered
+
+# objects the walk counts but does not enter: code and its containers, not state
+_OPAQUE = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
+           types.MethodType, types.CodeType, types.FrameType)  # fmt: skip
+
+
+@dataclass
+class Holdings:
+    """What one object holds, everything reachable from it counted once."""
+
+    bytes: int = 0  # all of it: array buffers, tensor storages and Python objects
+    data_bytes: int = 0  # the data alone: buffers and storages, bytes and strings, numbers
+    array_bytes: int = 0  # NumPy buffers and torch storages (each once)
+    objects: int = 0  # Python objects reached
+    arrays: int = 0  # distinct NumPy buffers and torch storages
+    # (where, data bytes): the parts that hold the most, e.g. ("memory[key 0]", 4096)
+    largest: list[tuple[str, int]] = field(default_factory=list)
+
+    def describe(self, top: int = 3) -> str:
+        parts = ", ".join(f"{where} ({size:,} bytes)" for where, size in self.largest[:top])
+        return f"{self.data_bytes:,} bytes of data in {self.objects:,} objects" + (
+            f"; the most in {parts}" if parts else ""
+        )
+
+
+def _scalar_bytes(value) -> int:
+    """The data a bytes, string or number holds (not the object's overhead)."""
+    if isinstance(value, (bytes, bytearray)):
+        return len(value)
+    if isinstance(value, memoryview):
+        return value.nbytes
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, bool) or value is None:
+        return 0
+    if isinstance(value, int):
+        return max(1, (value.bit_length() + 7) // 8)
+    if isinstance(value, float):
+        return 8
+    if isinstance(value, complex):
+        return 16
+    return 0
+
+
+def _torch_tensor(value) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _buffer(value) -> tuple[object, int]:
+    """The key of the memory behind an array or tensor, and its size in bytes."""
+    if isinstance(value, np.ndarray):
+        base = value
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        if base.base is not None:  # memory lent by another object (a tensor, a bytes, mmap)
+            return ("lent", id(base.base)), base.nbytes
+        return ("numpy", id(base)), base.nbytes
+    if value.device.type == "meta":
+        return ("meta", id(value)), 0
+    storage = value.untyped_storage()
+    return ("torch", str(value.device), storage.data_ptr()), storage.nbytes()
+
+
+def _children(value, where: str) -> list[tuple[object, str]]:
+    """What ``value`` refers to, each with a readable path."""
+    if isinstance(value, dict):
+        found = []
+        for i, (key, item) in enumerate(value.items()):
+            found += [(key, f"{where}[key {i}]"), (item, f"{where}[{key!r:.40}]")]
+        return found
+    if isinstance(value, (list, tuple)):
+        return [(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        return [(item, f"{where}{{item}}") for item in value]
+    if isinstance(value, np.ndarray):
+        return [(item, f"{where}[...]") for item in value.flat] if value.dtype == object else []
+    if _torch_tensor(value):
+        return [(v, f"{where}.{k}") for k, v in vars(value).items()] if vars(value) else []
+    if isinstance(value, types.FunctionType):
+        return _function_state(value, where)
+    found = [(item, f"{where}.{name}") for name, item in getattr(value, "__dict__", {}).items()]
+    return found or [(item, f"{where}->") for item in gc.get_referents(value)]
+
+
+def _function_state(fn, where: str) -> list[tuple[object, str]]:
+    """A function's own state: its defaults, its closure's cells and its attributes."""
+    found = [(d, f"{where} default {i}") for i, d in enumerate(fn.__defaults__ or ())]
+    found += [(d, f"{where} default {k}") for k, d in (fn.__kwdefaults__ or {}).items()]
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            found.append((cell.cell_contents, f"{where} closure {name}"))
+        except ValueError:  # an empty cell
+            pass
+    return found + [(v, f"{where}.{k}") for k, v in vars(fn).items()]
+
+
+def holdings(value, where: str = "state", skip=(), home: dict | None = None) -> Holdings:
+    """Everything ``value`` holds, reached as the garbage collector reaches it, each object,
+    NumPy buffer and torch storage counted once. ``skip``: objects (and what only they reach)
+    not to count, e.g. the inputs a cache refers to. The notebook's functions (and those whose
+    globals are ``home``) are entered for their defaults, closures and attributes; modules,
+    classes and other functions are not."""
+    seen, buffers, total = {id(s) for s in skip}, set(), Holdings()
+    parts: dict[str, int] = {}
+    todo = [(value, where, None)]  # (object, its path, the part of ``value`` it belongs to)
+    while todo:
+        item, path, part = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        total.objects += 1
+        overhead = sys.getsizeof(item, 0)
+        if isinstance(item, np.ndarray) and item.flags.owndata:
+            overhead -= item.nbytes  # counted with its buffer, below
+        total.bytes += max(overhead, 0)
+        data = _scalar_bytes(item)
+        if isinstance(item, np.ndarray) or _torch_tensor(item):
+            key, nbytes = _buffer(item)
+            if key not in buffers:
+                buffers.add(key)
+                total.arrays += 1
+                total.array_bytes += nbytes
+                total.bytes += nbytes
+                data += nbytes
+        total.data_bytes += data
+        if part is not None:
+            parts[part] = parts.get(part, 0) + data
+        if isinstance(item, _OPAQUE) and not _notebook_function(item, home):
+            continue
+        todo += [(child, p, part or p) for child, p in _children(item, path)]
+    total.largest = sorted(((w, b) for w, b in parts.items() if b), key=lambda wb: -wb[1])[:5]
+    return total
+
+
+def _notebook_function(value, home: dict | None = None) -> bool:
+    return isinstance(value, types.FunctionType) and (
+        value.__module__ == "__main__" or value.__globals__ is home
+    )
+
+
+# ---- a graded call leaves everything else as it was ---------------------------------------------
+
+
+def _module_state(module) -> dict[str, tuple]:
+    """A fingerprint of each mutable value a module holds (functions and submodules left out)."""
+    found = {}
+    for name, value in list(vars(module).items()):
+        if isinstance(value, _OPAQUE) and not _notebook_function(value):
+            found[name] = (id(value),)
+        elif not name.startswith("__"):
+            found[name] = _fingerprint(value)
+    return found
+
+
+def _fingerprint(value, skip=(), home: dict | None = None) -> tuple:
+    held = holdings(value, skip=skip, home=home)
+    return (id(value), held.objects, held.bytes, held.arrays)
+
+
+_IPYTHON = re.compile(r"_{1,3}|_i{1,3}|_i?\d+|_oh|_ih|_dh|In|Out")
+
+
+def _library_modules() -> list:
+    return [m for n, m in list(sys.modules.items()) if n.split(".")[0] == "attention_ref" and m]
+
+
+def state_outside(fn, skip=()) -> dict[str, tuple]:
+    """A fingerprint of what a call of ``fn`` could keep state in besides its arguments: the
+    notebook's globals (values, and its functions' defaults, closures and attributes), the
+    course library's modules and the builtins (``skip``: objects not to walk into)."""
+    namespace = getattr(fn, "__globals__", {})
+    found = {}
+    for name, value in list(namespace.items()):
+        if _IPYTHON.fullmatch(name) or name == "__builtins__":
+            continue  # IPython's history of inputs and outputs, which a call does not change
+        if not isinstance(value, types.ModuleType):
+            found[f"global {name}"] = _fingerprint(value, skip, namespace)
+    for module in _library_modules():
+        for name, print_ in _module_state(module).items():
+            found[f"{module.__name__}.{name}"] = print_
+    found["builtins"] = tuple(sorted(vars(builtins)))
+    return found
+
+
+def expect_no_hidden_state(fn, *args, what: str, hint: str | None = None, **kwargs):
+    """Run ``fn(*args, **kwargs)`` and fail if it changed anything outside its arguments and its
+    result: a global of the notebook bound, rebound or grown (a dict keyed by ``id(cache)``, a
+    list that remembers), a default argument, closure or attribute of the notebook's functions,
+    a value in the course library's modules, the builtins. Returns ``fn``'s result."""
+    require_untampered()
+    given = [args, kwargs, *args, *kwargs.values()]
+    before = state_outside(fn, skip=given)
+    result = fn(*args, **kwargs)
+    after = state_outside(fn, skip=[*given, result])
+    changed = [k for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
+    if changed:
+        names = ", ".join(changed[:4]) + (", ..." if len(changed) > 4 else "")
+        fail(
+            what,
+            f"the call changed {names}: state kept outside what it is given and returns",
+            hint
+            or "keep everything the computation needs between calls in the object it is given "
+            "(the cache, the memory), and nothing in globals, default arguments or modules",
+        )
+    return result
+
+
+def expect_holds_at_most(state, limit: int, what: str, hint: str | None = None, skip=()) -> int:
+    """Everything ``state`` holds is at most ``limit`` bytes of data: array buffers and tensor
+    storages (each once), and the bytes, strings and numbers kept anywhere in it, dict keys
+    included (:func:`holdings`; the containers' own overhead is not counted). ``skip``: objects
+    the state may refer to without holding them (the inputs). Returns the bytes held."""
+    require_untampered()
+    held = holdings(state, skip=skip)
+    if held.data_bytes > limit:
+        fail(what, f"it holds more than {limit:,} bytes: {held.describe()}", hint)
+    return held.data_bytes
