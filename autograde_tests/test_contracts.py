@@ -302,3 +302,37 @@ def test_an_alternative_answer_for_a_cell_that_does_not_exist_is_named(tmp_path)
         "alternative `double-shift`: `doubel` is not a solution cell of the lesson"
         " (did you mean `double`?)"
     ]
+
+
+# ---- method clauses and their counter-answers --------------------------------------------------
+
+METHOD_MISTAKES = MISTAKES + (
+    "- {name: halve-by-loop, cell: halve, old: x / 2, new: 'x * 0.5', fails: [test_halve],\n"
+    "   kind: method}\n"
+)
+METHOD_CONTRACTS = CONTRACTS.replace(
+    "  - clause: returns half its argument, a float\n",
+    "  - clause: returns half its argument, a float\n    method: true\n",
+)
+
+
+def test_a_method_clause_needs_a_counter_answer(tmp_path):
+    found = _problems(tmp_path / "a", METHOD_CONTRACTS)
+    assert "a method clause needs a counter-answer among its mistakes" in found
+    with_counter = METHOD_CONTRACTS.replace("[halve-floor]", "[halve-floor, halve-by-loop]")
+    assert _problems(tmp_path / "b", with_counter, METHOD_MISTAKES) == ""
+    lesson = small_course(tmp_path / "c", with_counter, METHOD_MISTAKES)
+    (_, halve) = contracts.load_contracts(lesson)
+    assert halve.clauses[0].method
+    shown = contracts.describe(lesson)
+    assert "returns half its argument, a float  (method)" in shown
+    assert "mistake:  halve-by-loop (method)" in shown
+
+
+def test_a_counter_answer_of_an_unknown_kind_and_a_bad_method_flag_are_refused(tmp_path):
+    bad_kind = METHOD_MISTAKES.replace("kind: method", "kind: methd")
+    assert "has kind 'methd'; a planted mistake's kind is one of" in _problems(
+        tmp_path / "a", CONTRACTS, bad_kind
+    )
+    bad_flag = METHOD_CONTRACTS.replace("method: true", "method: yes please")
+    assert "`method` must be true or false" in _problems(tmp_path / "b", bad_flag)

@@ -13,6 +13,15 @@ A lesson's contracts are data beside its planted mistakes, under ``contracts:`` 
       - clause: weights sum to 1 over the keys (the softmax runs over the last axis)
         tests: [test_attention_weights]    # grade_ids of the test cells that check it
         mistakes: [softmax-over-queries]   # planted mistakes that prove those tests can fail
+      - clause: one product per projection, no loop over the heads
+        method: true                       # a method clause: how, not only what
+        tests: [test_multi_head_attention]
+        mistakes: [projections-per-head]   # one of them `kind: method` (or `numeric`)
+
+A clause marked ``method: true`` promises *how* the answer computes (blockwise, a chunk at a
+time, no loop over the heads, a stable formula); it needs a planted counter-answer, a mistake of
+``kind: method`` (the right numbers by the forbidden method) or ``kind: numeric`` (a numerically
+naive rewrite), among its mistakes. ``make mutants`` runs those beside the syntactic mutants.
 
 The check here reads only the lesson's source and that file (no kernel, no nbgrader), and asks:
 every autograded solution cell has a contract; every clause has a text, at least one graded test
@@ -42,6 +51,7 @@ from coursekit.course.sources import source_to_notebook
 KEY = "contracts"
 _ENTRY_FIELDS = {"cell", "clauses"}
 _CLAUSE_FIELDS = {"clause", "tests", "mistakes"}
+_OPTIONAL_CLAUSE_FIELDS = {"method"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class Clause:
     text: str  # what the exercise's text promises, in a reader's words
     tests: tuple[str, ...]  # grade_ids of the test cells that check it
     mistakes: tuple[str, ...]  # names of planted mistakes that break it
+    method: bool = False  # a method clause: needs a counter-answer (kind: method or numeric)
 
 
 @dataclass(frozen=True)
@@ -70,16 +81,20 @@ def _clause(entry, where: str, problems: list[str]) -> Clause | None:
     if not isinstance(entry, dict):
         problems.append(f"{where}: a clause is a mapping with {sorted(_CLAUSE_FIELDS)}")
         return None
-    unknown, missing = set(entry) - _CLAUSE_FIELDS, _CLAUSE_FIELDS - set(entry)
+    unknown = set(entry) - _CLAUSE_FIELDS - _OPTIONAL_CLAUSE_FIELDS
+    missing = _CLAUSE_FIELDS - set(entry)
     if unknown or missing:
         problems.append(f"{where}: unknown fields {sorted(unknown)} or missing {sorted(missing)}")
+    method = entry.get("method", False)
+    if not isinstance(method, bool):
+        problems.append(f"{where}: `method` must be true or false, not {method!r}")
     text = entry.get("clause")
     if not isinstance(text, str) or not text.strip():
         problems.append(f"{where}: `clause` must say what the exercise promises, not {text!r}")
         text = ""
     tests = _names(entry.get("tests"), where, "tests", problems)
     mistakes = _names(entry.get("mistakes"), where, "mistakes", problems)
-    return Clause(text.strip(), tests, mistakes)
+    return Clause(text.strip(), tests, mistakes, method is True)
 
 
 def _contract(entry, lesson: str, number: int, problems: list[str]) -> Contract | None:
@@ -177,6 +192,12 @@ def _clause_problems(clause: Clause, contract: Contract, cells: Cells, planted: 
             found.append(f"{where}: " + _unknown(test, cells.tests, "a graded test cell"))
         elif cells.tests[test] < cells.exercises.get(contract.cell, -1):
             found.append(f"{where}: test `{test}` comes before the exercise it is said to check")
+    counters = [n for n in clause.mistakes if n in planted and planted[n].counter]
+    if clause.method and clause.mistakes and not counters:
+        found.append(
+            f"{where}: a method clause needs a counter-answer among its mistakes "
+            "(a planted mistake of `kind: method` or `kind: numeric`)"
+        )
     for name in clause.mistakes:
         mistake = planted.get(name)
         if mistake is None:
@@ -307,11 +328,13 @@ def describe(item: Lesson) -> str:
         contract = by_cell.get(cell)
         lines.append(f"{cell}" + ("" if contract else "  (no contract)"))
         for clause in contract.clauses if contract else ():
-            lines.append(f"  * {clause.text}")
+            lines.append(f"  * {clause.text}" + ("  (method)" if clause.method else ""))
             lines.append(f"      tests:    {', '.join(clause.tests) or '(none)'}")
             for name in clause.mistakes or ("(none)",):
                 why = planted[name].why if name in planted else ""
-                lines.append(f"      mistake:  {name}" + (f": {why}" if why else ""))
+                counter = planted[name].counter if name in planted else ""
+                label = f"{name} ({counter})" if counter else name
+                lines.append(f"      mistake:  {label}" + (f": {why}" if why else ""))
         lines.append("")
     problems = lesson_problems(item)
     lines += ["problems:"] + [f"  - {p}" for p in problems] if problems else ["no problems"]

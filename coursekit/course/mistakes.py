@@ -28,7 +28,13 @@ from coursekit.course.lessons import ROOT, SOLUTIONS
 
 FILENAME = "mistakes.yml"
 ALTERNATIVES = "alternatives.yml"
-_FIELDS = {"name", "cell", "old", "new", "fails", "why"}
+_FIELDS = {"name", "cell", "old", "new", "fails", "why", "kind"}
+# A planted mistake's ``kind``: none for a plain mistake; ``method`` for a counter-answer that
+# computes the right numbers by the method the exercise forbids (dense instead of blockwise, one
+# chunk, a loop over what should be batched, a locked helper, a cache in a global); ``numeric``
+# for a numerically naive rewrite of a stable formula (the max shift dropped, the mask after
+# exp, half-precision arithmetic). A contract clause marked ``method: true`` needs one of them.
+COUNTER_ANSWERS = ("method", "numeric")
 _ALTERNATIVE_FIELDS = {"name", "cell", "source", "why"}
 # A mistakes.yml's top level: ``contracts`` is read by coursekit.course.contracts.
 _SECTIONS = {"everyday", "mistakes", "contracts"}
@@ -44,6 +50,7 @@ class Mistake:
     fails: frozenset[str]  # grade_ids of the test cells that must fail
     why: str = ""
     kind: str = "mistake"  # or "alternative": a correct answer (old "", new: the whole cell)
+    counter: str = ""  # a counter-answer's kind (COUNTER_ANSWERS), "" for a plain mistake
 
     @property
     def student(self) -> str:
@@ -65,6 +72,12 @@ def _read(path: Path) -> tuple[list[Mistake], list[str]]:
                 f"{path}: mistake {entry.get('name')!r} has unknown fields {sorted(unknown)} "
                 f"or lacks {sorted(missing)}"
             )
+        counter = entry.get("kind", "")
+        if counter and counter not in COUNTER_ANSWERS:
+            raise ValueError(
+                f"{path}: mistake {entry['name']!r} has kind {counter!r}; a planted mistake's "
+                f"kind is one of {list(COUNTER_ANSWERS)} (or none)"
+            )
         found.append(
             Mistake(
                 lesson,
@@ -74,6 +87,7 @@ def _read(path: Path) -> tuple[list[Mistake], list[str]]:
                 entry["new"],
                 frozenset(entry["fails"]),
                 entry.get("why", ""),
+                counter=counter,
             )
         )
     everyday = list(data.get("everyday", []))
