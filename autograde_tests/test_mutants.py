@@ -15,7 +15,7 @@ import pytest
 
 from coursekit.course.lessons import all_lessons
 from coursekit.course.sources import source_to_notebook
-from coursekit.mutants import execution, triage
+from coursekit.mutants import counters, execution, triage
 from coursekit.mutants.generate import mutants_of
 from coursekit.mutants.plan import exercises
 from coursekit.mutants.report import GOAL, Tally, tally
@@ -56,8 +56,10 @@ def _stale(name: str) -> list[str]:
     item = LESSONS[name]
     found = triage.read(item.source.parent)
     problems, total = [], Tally()
+    planted = counters.counter_answers(item)
     for exercise in exercises(source_to_notebook(item.source)):
         record = found.records.get(exercise.cell)
+        problems += _stale_counters(exercise, planted.get(exercise.cell), record)
         if record is None:
             problems.append(f"{exercise.cell}: no record (a new exercise?)")
         elif record["graded"] != exercise.graded:
@@ -69,6 +71,22 @@ def _stale(name: str) -> list[str]:
     if not problems and total.score < GOAL:
         problems.append(f"{total.score:.1%} of the mutants that are not equivalent killed")
     return problems
+
+
+def _stale_counters(exercise, planted, record) -> list[str]:
+    """What is out of date in the record of an exercise's counter-answers."""
+    method = (record or {}).get("method")
+    if not planted:
+        return [f"{exercise.cell}: a record of counter-answers it no longer has"] if method else []
+    if method is None or method["graded"] != counters.graded(exercise, planted):
+        return [
+            f"{exercise.cell}: its counter-answers (kind: method or numeric) or its tests changed"
+            " since they were last run (make mutants LESSON=... MUTANTS_FLAGS=--counters-only)"
+        ]
+    if method["caught"] < method["counter_answers"]:
+        return [f"{exercise.cell}: {method['counter_answers'] - method['caught']} counter-answers"
+                " keep full marks"]  # fmt: skip
+    return []
 
 
 def test_every_triaged_lessons_record_is_as_current_as_its_exercises():
@@ -195,3 +213,53 @@ def test_mutants_are_killed_by_their_tests_survive_or_time_out(tmp_path, monkeyp
     triage.write(folder, found, ["count_up"])
     again = triage.read(folder)
     assert again.records == found.records and again.equivalent == found.equivalent
+
+
+COUNTERS = """\
+mistakes:
+- {name: one-too-many, cell: count_up, old: 'while x < n:', new: 'while x <= n:',
+   fails: [test_count_up], kind: method}
+- {name: by-formula, cell: count_up, old: '    x += 1', new: '    x = n', fails: [test_count_up],
+   kind: method}
+- {name: plain, cell: count_up, old: 'x = 0', new: 'x = 2', fails: [test_count_up]}
+"""
+
+
+def test_counter_answers_run_beside_the_mutants_and_are_recorded(tmp_path):
+    """Counter-answers (kind: method) are run as mutants of their cell; one is caught, the one
+    that computes the right count another way is not; a plain mistake is not a counter-answer."""
+    folder = tmp_path / "solutions" / "lesson01"
+    folder.mkdir(parents=True)
+    nb = nbformat.v4.new_notebook(cells=[
+        _cell("exercise", "count_up", COUNT_UP),
+        _cell("test", "test_count_up", "assert count_up(3) == 3"),
+    ])  # fmt: skip
+    jupytext.write(nb, folder / "tiny.md", fmt="md:myst")
+    (folder / "mistakes.yml").write_text(COUNTERS, encoding="utf-8")
+    (lesson,) = all_lessons(tmp_path)
+    nb = source_to_notebook(lesson.source)
+    (exercise,) = exercises(nb)
+    planted = counters.counter_answers(lesson)
+    assert [m.name for m in planted["count_up"]] == ["one-too-many", "by-formula"]
+    extra = counters.as_mutants(exercise, planted["count_up"])
+    assert extra[0].operator == "counter-answer (method)" and extra[0].before == "one-too-many"
+    exercise.__dict__["mutants"] = []  # the counter-answers alone, as --counters-only runs them
+    results = execution.run_lesson(lesson, nb, [exercise], 2, lambda r: None, {"count_up": extra})
+    assert {r.mutant.before: r.status for r in results["count_up"]} == {
+        "one-too-many": "killed",
+        "by-formula": "survived",
+    }
+    caught = counters.Caught(2, 1)
+    record = {**Tally(0, 0, 0).record(exercise.graded)}
+    record["method"] = caught.record(counters.graded(exercise, planted["count_up"]))
+    assert _stale_counters(exercise, planted["count_up"], record) == [
+        "count_up: 1 counter-answers keep full marks"
+    ]
+    record["method"]["caught"] = 2
+    assert _stale_counters(exercise, planted["count_up"], record) == []
+    assert (
+        "or its tests changed since"
+        in _stale_counters(exercise, planted["count_up"][:1], record)[0]
+    )
+    assert "1 counter-answers keep" not in counters.table([("lesson01", 1, caught)])
+    assert "<- not all caught" in counters.table([("lesson01", 1, caught)])

@@ -92,27 +92,32 @@ def _baseline(namespace: dict, exercise: Exercise, lesson: str) -> float:
     return found["seconds"]
 
 
-def _test_exercise(namespace, exercise, lesson, jobs, report) -> list[Result]:
+def _test_exercise(namespace, exercise, lesson, jobs, report, extra=()) -> list[Result]:
+    """The exercise's mutants (none when ``exercise.mutants`` is replaced by an empty list) and
+    the ``extra`` ones (its counter-answers, as mutants), each in a fork."""
     limit = max(MINIMUM_LIMIT, LIMIT_FACTOR * _baseline(namespace, exercise, lesson))
+    todo = [*exercise.mutants, *extra]
     results: dict[int, Result] = {}
 
     def done(index, answer, seconds):
         status = answer.get("status", "crashed")
-        results[index] = Result(exercise.mutants[index], status, answer.get("by", ""), seconds)
+        results[index] = Result(todo[index], status, answer.get("by", ""), seconds)
         report(results[index])
 
     forks = Forks(jobs, done)
-    for index, mutant in enumerate(exercise.mutants):
+    for index, mutant in enumerate(todo):
         forks.submit(index, lambda source=mutant.source: _trial(namespace, source, exercise), limit)
     forks.drain()
-    return [results[i] for i in range(len(exercise.mutants))]
+    return [results[i] for i in range(len(todo))]
 
 
 def run_lesson(
-    lesson, nb, todo: list[Exercise], jobs: int, report: Callable[[Result], None]
+    lesson, nb, todo: list[Exercise], jobs: int, report: Callable[[Result], None], extra=None
 ) -> dict[str, list[Result]]:
     """Every mutant of the exercises ``todo`` of ``lesson`` (whose source notebook is ``nb``),
-    with up to ``jobs`` children at once; ``report`` is told of each result as it comes."""
+    and the ``extra`` mutants of each answer cell (``{cell: [Mutant]}``: its counter-answers),
+    with up to ``jobs`` children at once; ``report`` is told of each result as it comes. Each
+    exercise's results: its mutants' first, then the extra ones'."""
     results: dict[str, list[Result]] = {}
     by_position = {exercise.position: exercise for exercise in todo}
     namespace = {"__name__": "__main__"}
@@ -120,7 +125,7 @@ def run_lesson(
     with tempfile.TemporaryDirectory(prefix=f"mutants-{lesson.assignment}-") as workdir:
         os.chdir(_workdir(lesson, Path(workdir)))
         try:
-            _run_cells(nb, by_position, namespace, lesson, jobs, report, results)
+            _run_cells(nb, by_position, namespace, lesson, (jobs, report, extra or {}), results)
         finally:
             os.chdir(folder)
     return results
@@ -135,13 +140,14 @@ def _workdir(lesson, workdir: Path) -> Path:
     return workdir
 
 
-def _run_cells(nb, by_position, namespace, lesson, jobs, report, results) -> None:
+def _run_cells(nb, by_position, namespace, lesson, how, results) -> None:
+    jobs, report, extra = how
     last = max(by_position, default=-1)
     for position, cell in enumerate(graded_cells(nb)):
         if position in by_position:
             exercise = by_position[position]
             results[exercise.cell] = _test_exercise(
-                namespace, exercise, lesson.assignment, jobs, report
+                namespace, exercise, lesson.assignment, jobs, report, extra.get(exercise.cell, ())
             )
         if position >= last:
             break

@@ -22,12 +22,15 @@ HEADER = """\
 # Mutation testing of this lesson's exercises: make mutants LESSON={lesson}
 # (docs/writing-lessons.md, "Mutation testing").
 # exercises: written by each run, per answer cell: the hash of the answer and of the tests it
-#   reaches, and what the run found (killed counts timeouts and crashes).
+#   reaches, and what the run found (killed counts timeouts and crashes); method: its planted
+#   counter-answers (mistakes.yml, kind: method or numeric) and how many the tests caught.
 # equivalent: written by hand: each surviving mutant that computes what the answer computes,
 #   named by its cell and its changed lines (line: the answer's; mutant: the mutant's), and why.
 """
 _ENTRY = {"cell", "line", "mutant", "why"}
 _RECORD = {"graded", "mutants", "killed", "equivalent", "survived"}
+# an exercise with counter-answers (coursekit/mutants/counters.py) also records them
+_METHOD, _METHOD_RECORD = "method", {"graded", "counter_answers", "caught"}
 
 
 @dataclass
@@ -86,9 +89,14 @@ def read(folder: Path) -> Triage:
     if unknown:
         raise ValueError(f"{file}: unknown sections {sorted(unknown)}")
     for cell, record in (data.get("exercises") or {}).items():
-        if set(record) != _RECORD:
+        if set(record) - {_METHOD} != _RECORD:
             raise ValueError(
                 f"{file}: the record of {cell} has {sorted(record)}, not {sorted(_RECORD)}"
+            )
+        if _METHOD in record and set(record[_METHOD]) != _METHOD_RECORD:
+            raise ValueError(
+                f"{file}: the counter-answers' record of {cell} has {sorted(record[_METHOD])}, "
+                f"not {sorted(_METHOD_RECORD)}"
             )
         triage.records[cell] = record
     for entry in data.get("equivalent") or []:
