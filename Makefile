@@ -45,7 +45,7 @@ BOOK_SETTINGS := build/book-settings/$(EDITION)
 $(shell mkdir -p $(dir $(BOOK_SETTINGS)) && printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' \
     | cmp -s - $(BOOK_SETTINGS) || printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' > $(BOOK_SETTINGS))
 
-.PHONY: help install bytecode book bench bench-book lab check notebooks test test-fast lint test-mistakes mutants browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
+.PHONY: help install bytecode book bench bench-book lab check notebooks test test-fast lint test-mistakes mutants equivalents browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
 .DEFAULT_GOAL := help
 
 help:
@@ -57,6 +57,7 @@ help:
 	@echo "make check       grade your saved copies of the lessons you started, then sum up (LESSON=lesson01 for one)"
 	@echo "make test-mistakes  grade every planted mistake of every lesson (make test: a few each)"
 	@echo "make mutants     mutation-test every graded exercise (LESSON=lesson01 for one)"
+	@echo "make equivalents find each exercise's answer-equivalent callables (LESSON=lesson01 for one)"
 	@echo "make notebooks   regenerate the student edition in notebooks/ from solutions/"
 	@echo "make bench       the course's performance numbers: lessons, attention, memory, grading, GPU"
 	@echo "make bench-book  time a full book build and a rebuild after editing one lesson"
@@ -229,6 +230,12 @@ test-mistakes: $(STAMP) bytecode sandbox
 MUTANTS_FLAGS ?=
 mutants: $(STAMP) bytecode
 	$(PY) -m coursekit.mutants $(LESSON) $(MUTANTS_FLAGS)
+
+# Each exercise's answer-equivalent callables (coursekit/mutants/equivalents.py): the notebook's
+# and the library's functions that return its answer on its tests' inputs, found by running them,
+# written to solutions/attention_ref/equivalents/LESSON.json (a test fails while one is stale).
+equivalents: $(STAMP) bytecode
+	$(PY) -m coursekit.mutants.equivalents $(LESSON) --write
 
 # The browser tests need Debian's Chromium (Playwright's own browser download cannot work
 # offline). Installed here when we are root with apt; otherwise those tests skip (fail under CI).

@@ -93,6 +93,44 @@ def expect_own_function(fn, name: str) -> None:
                     )
             elif isinstance(target, types.FunctionType) and target.__globals__ is fn.__globals__:
                 todo.append(target)
+    reached = equivalents_reached(fn, name)
+    if reached:
+        raise AssertionError(
+            f"{name} uses {', '.join(reached)}, which already computes this exercise's answer "
+            f"(run on the tests' inputs, it returns what {name} must): write the computation "
+            "yourself (a function the lesson or the library gives earns no points)"
+        )
+
+
+def equivalents_reached(fn, name: str) -> list[str]:
+    """The answer-equivalent callables of the graded function ``name`` (found by machine:
+    attention_ref.equivalents) that ``fn`` reaches: a library function by name or through its
+    module, a notebook function (not one defined in ``fn``'s own cell) through the notebook's
+    functions it calls."""
+    from attention_ref.equivalents import equivalents
+
+    forbidden = {e for names in equivalents(name).values() for e in names}
+    if not forbidden:
+        return []
+    reached = library_functions_used(fn) & forbidden
+    own_cell = fn.__code__.co_filename
+    seen, todo = set(), [fn]
+    while todo:  # fn and the notebook's functions it calls
+        current = todo.pop()
+        if current.__code__ in seen:
+            continue
+        seen.add(current.__code__)
+        for ref in _referenced_names(current.__code__):
+            target = current.__globals__.get(ref)
+            if (
+                not isinstance(target, types.FunctionType)
+                or target.__globals__ is not fn.__globals__
+            ):
+                continue
+            if target.__code__.co_filename != own_cell and target.__name__ in forbidden:
+                reached.add(target.__name__)
+            todo.append(target)
+    return sorted(reached)
 
 
 def names_used(fn) -> set[str]:
