@@ -87,3 +87,43 @@ def table(rows) -> str:
             f"{lesson:<10}{clauses:>16}{caught.counter_answers:>17}{caught.caught:>9}{mark}"
         )
     return "\n".join(lines)
+
+
+def clause_table(item: Lesson) -> list[str]:
+    """Markdown rows, one per method clause: exercise, clause, counter-answers (kind), and what
+    the last ``make mutants`` recorded for the exercise's counter-answers."""
+    from coursekit.mutants import triage
+
+    planted = {m.name: m for cell in counter_answers(item).values() for m in cell}
+    records = triage.read(item.source.parent).records
+    rows = []
+    for contract in load_contracts(item):
+        method = records.get(contract.cell, {}).get("method")
+        caught = f"{method['caught']} of {method['counter_answers']}" if method else "not run"
+        for clause in (c for c in contract.clauses if c.method):
+            names = [f"`{n}` ({planted[n].counter})" for n in clause.mistakes if n in planted]
+            rows.append(f"| {item.assignment} | `{contract.cell}` | {clause.text} | "
+                        f"{', '.join(names)} | {caught} |")  # fmt: skip
+    return rows
+
+
+def main(argv=None) -> int:
+    """Print the method-clause table of the lessons named (none: every lesson)."""
+    import argparse
+
+    from coursekit.course.lessons import all_lessons, lesson
+
+    parser = argparse.ArgumentParser(prog="python -m coursekit.mutants.counters",
+                                     description=main.__doc__)  # fmt: skip
+    parser.add_argument("lessons", nargs="*")
+    options = parser.parse_args(argv)
+    items = [lesson(name) for name in options.lessons] or all_lessons()
+    print("| lesson | exercise | method clause | counter-answers | caught (exercise) |")
+    print("|---|---|---|---|---|")
+    for item in items:
+        print("\n".join(clause_table(item)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
