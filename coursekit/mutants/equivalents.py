@@ -15,8 +15,8 @@ answer's on every recorded call (np.allclose, structure by structure) is an *equ
 the model answer itself reaches are dropped: the exercise allows them. The table,
 ``solutions/attention_ref/equivalents/<lesson>.json``, carries a hash of the lesson's graded
 cells; ``autograde_tests/test_equivalents.py`` fails while it is older than they are. (A function
-added to the library later is found when the tables are made again: ``make equivalents``.) ``attention_ref.testing.expect_own_function`` refuses a graded function that
-reaches an equivalent.
+added to the library later is found when the tables are made again: ``make equivalents``.)
+``attention_ref.testing.expect_own_function`` refuses a graded function that reaches one.
 """
 
 from __future__ import annotations
