@@ -257,3 +257,15 @@ def test_no_hidden_state_refuses_globals_and_defaults_and_allows_the_cache():
     cache = {}
     assert expect_no_hidden_state(_step_in_cache, cache, 2.0, what="state in the cache") == 2.0
     assert cache == {"xs": [2.0]}
+
+
+MASK = None  # a global None: a call that returns None must not seem to change it
+RNG = np.random.default_rng(0)
+
+
+def _writes_into(memory, x):
+    memory["x"] = x
+
+
+def test_no_hidden_state_is_not_fooled_by_a_result_of_none():
+    assert expect_no_hidden_state(_writes_into, {}, 3, what="state in memory") is None

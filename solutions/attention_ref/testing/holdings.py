@@ -73,6 +73,9 @@ def _scalar_bytes(value) -> int:
     return 0
 
 
+_ATOMS = (type(None), bool, int, float, complex, str, bytes)
+
+
 def _torch_tensor(value) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(value, torch.Tensor)
@@ -132,7 +135,9 @@ def holdings(value, where: str = "state", skip=(), home: dict | None = None) -> 
     not to count, e.g. the inputs a cache refers to. The notebook's functions (and those whose
     globals are ``home``) are entered for their defaults, closures and attributes; modules,
     classes and other functions are not."""
-    seen, buffers, total = {id(s) for s in skip}, set(), Holdings()
+    # an atom skipped (None, a number, a string) would hide every other reference to it
+    seen = {id(s) for s in skip if not isinstance(s, _ATOMS)}
+    buffers, total = set(), Holdings()
     parts: dict[str, int] = {}
     todo = [(value, where, None)]  # (object, its path, the part of ``value`` it belongs to)
     while todo:
