@@ -359,15 +359,17 @@ class _Lines:
             self.cost.kept_bytes = tracemalloc.get_traced_memory()[0] - self.base
 
 
-def _run(fn, args, kwargs, cost: Cost, storages: _Storages):
+def _run(fn, args, kwargs, cost: Cost, storages: _Storages, memory: bool = True):
     """``fn(*args, **kwargs)`` under the watchers: PyTorch's operations when a tensor is among
-    the arguments, else NumPy's memory through tracemalloc; the notebook's lines either way."""
+    the arguments, else NumPy's memory through tracemalloc (where ``memory``); the notebook's
+    lines either way."""
     namespace = getattr(_innermost(fn), "__globals__", None)
     tensors = any(_is_tensor(a) for a in _leaves((args, kwargs)))
-    tracing = not tensors and not tracemalloc.is_tracing()
+    traced = memory and not tensors
+    tracing = traced and not tracemalloc.is_tracing()
     if tracing:
         tracemalloc.start()
-    lines, previous = _Lines(namespace, cost, traced=not tensors), sys.gettrace()
+    lines, previous = _Lines(namespace, cost, traced=traced), sys.gettrace()
     if namespace is not None:
         sys.settrace(lines.global_trace)
     try:
@@ -425,13 +427,20 @@ def cost_profile(fn, *args, **kwargs) -> Cost:
     in ``.result``): multiply-adds of its matrix products, the numbers its other operations
     wrote, the bytes it allocated in all, held at its peak and kept, the bytes its result holds,
     and the lines of the notebook's own code it ran. See the module's docstring for how."""
+    return profile_call(fn, args, kwargs)
+
+
+def profile_call(fn, args, kwargs, memory: bool = True) -> Cost:
+    """:func:`cost_profile` of ``fn(*args, **kwargs)``; ``memory=False`` leaves NumPy's memory
+    untraced (its bytes stay 0): tracemalloc makes every allocation several times slower, and a
+    law on operations or steps does not need it."""
     require_untampered()
     cost = Cost()
     inputs = _buffers((args, kwargs), set())
     storages = _Storages(set(inputs))
     watched_args = _watched(args, cost)
     watched_kwargs = _watched(kwargs, cost)
-    result = _run(fn, watched_args, watched_kwargs, cost, storages)
+    result = _run(fn, watched_args, watched_kwargs, cost, storages, memory)
     torch_kept = storages.close()
     cost.allocated_bytes += storages.allocated
     cost.peak_bytes += storages.peak
