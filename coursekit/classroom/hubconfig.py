@@ -10,6 +10,8 @@
   else gets 403 from the hub. It opens on formgrader's own page: JupyterHub >= 4.1 forbids
   embedding a server's pages in frames (Content-Security-Policy frame-ancestors 'none'), which
   blanks formgrader's JupyterLab panel; we keep that protection and use formgrader in its tab.
+* Each server is ready only when it answers as itself: JupyterHub's own spawner takes any answer
+  below 500 at the server's port, another student's server's 404 included (spawner.py).
 * The hub's internal ports are chosen free once and kept in the state folder, so a restarted
   hub finds the students' servers (which keep running: cleanup_servers is off) where they were.
 """
@@ -91,6 +93,7 @@ def configure(c, room: Classroom) -> None:
     c.JupyterHub.authenticator_class = "pam"
     c.PAMAuthenticator.open_sessions = False
     c.Authenticator.allowed_users = {m.username for m in room.roster}
+    c.JupyterHub.spawner_class = "coursekit.classroom.spawner.ClassSpawner"
     c.Spawner.cmd = [str(BINDIR / "jupyterhub-singleuser")]
     c.Spawner.default_url = "/lab"
     c.Spawner.environment = server_environment(room, [LEARNER, CLASSROOM])

@@ -1,0 +1,147 @@
+"""A student's server is ready only when it answers as itself, and starts again on another port
+when something took its port before it could bind it (coursekit/classroom/spawner.py).
+
+Real processes on 127.0.0.1, no hub and no accounts: a squatter answers 404 to everything on a
+port, as another student's server would; the "student's server" is a small HTTP server that
+binds the port it is given a moment after it starts and exits if it cannot, as
+jupyterhub-singleuser does (it never tries another port)."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import socket
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from jupyterhub.spawner import LocalProcessSpawner
+from jupyterhub.utils import wait_for_http_server
+from traitlets.config import Config
+from traitlets.utils.importstring import import_item
+
+from coursekit.classroom import hubconfig, spawner
+
+from .test_classroom_settings import _class
+
+pytestmark = pytest.mark.unit
+
+BASE = "/user/student/"
+SERVER = """
+import http.server, os, sys, time
+time.sleep(0.3)  # a server that starts slowly: its port is free for anyone meanwhile
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == sys.argv[2] + "api" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+try:
+    server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Answer)
+except OSError:
+    sys.exit(1)  # "address already in use": jupyterhub-singleuser gives up the same way
+server.serve_forever()
+"""
+
+
+class Squatter(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # another student's server: /user/student/... is not its
+        self.send_response(404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def squatter():
+    server = http.server.HTTPServer(("127.0.0.1", 0), Squatter)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+class LocalSpawner(spawner.ClassSpawner):
+    """ClassSpawner with the hub's parts a test has no use for left out: the command is SERVER,
+    run as this account, told its port on the command line."""
+
+    server = SimpleNamespace(base_url=BASE)  # the hub's record of the server (a property there)
+
+    def get_env(self):
+        return {}
+
+    def get_args(self):
+        return [str(self.port), BASE]
+
+    def make_preexec_fn(self, name):
+        return None
+
+
+def _spawner() -> LocalSpawner:
+    return LocalSpawner(
+        cmd=[sys.executable, "-c", SERVER],
+        user=SimpleNamespace(name="student"),
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_hub_runs_the_class_spawner(tmp_path, monkeypatch):
+    monkeypatch.setattr(hubconfig, "PROXY", Path(sys.executable))  # any file that exists
+    c = Config()
+    hubconfig.configure(c, _class(tmp_path, "username,role\nann,student\n"))
+    assert c.JupyterHub.spawner_class == "coursekit.classroom.spawner.ClassSpawner"
+    loaded = import_item(c.JupyterHub.spawner_class)
+    assert issubclass(loaded, LocalProcessSpawner)
+
+
+def test_another_servers_404_is_the_stock_hubs_ready_and_not_ours(squatter):
+    """What broke a class of 30: the student's server lost its port to another server, whose 404
+    at /user/student/api the stock hub takes for the student's server being up."""
+    process = _spawner()
+    process.port = squatter
+    ip, port = asyncio.run(LocalProcessSpawner.start(process))  # started as the stock hub would
+    url = f"http://{ip}:{port}{BASE}api"
+    assert asyncio.run(wait_for_http_server(url, timeout=30)).status == 404  # "ready"
+    with pytest.raises(spawner.PortTaken, match=f"port {squatter} was taken"):
+        asyncio.run(spawner.wait_for_own_server(url, ip, port, process.poll))
+
+
+def test_a_server_that_fails_alone_fails_its_start():
+    process = _spawner()
+    process.cmd = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    with pytest.raises(RuntimeError, match="exited with status 3"):
+        asyncio.run(process.start())
+
+
+def test_a_lost_port_is_given_up_for_another(squatter, monkeypatch):
+    """The first port drawn is the squatter's: the server exits, and starts again elsewhere."""
+    draws = iter([squatter, _free_port()])
+    monkeypatch.setattr(spawner, "random_port", lambda: next(draws))
+    process = _spawner()
+    try:
+        ip, port = asyncio.run(process.start())
+        assert port != squatter and process.proc.poll() is None
+        assert spawner.listening(ip, port) and not spawner.ClassSpawner._chosen
+    finally:
+        process.proc.kill()
+        process.proc.wait()
+
+
+def test_ports_chosen_and_not_yet_bound_are_not_drawn_again(monkeypatch):
+    draws = iter([4001, 4001, 4002])
+    monkeypatch.setattr(spawner, "random_port", lambda: next(draws))
+    process = _spawner()
+    try:
+        assert process._fresh_port() == 4001
+        assert process._fresh_port() == 4002
+    finally:
+        spawner.ClassSpawner._chosen.clear()
