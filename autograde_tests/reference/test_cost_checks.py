@@ -254,6 +254,9 @@ def test_no_hidden_state_refuses_globals_and_defaults_and_allows_the_cache():
     for answer, where in [(_step_with_global, "global _CACHE"), (_step_with_default, "")]:
         message = _fails(expect_no_hidden_state, answer, {}, 1.0, what="state in the cache")
         assert "state kept outside" in message and where in message
+        # the argument itself kept: no new object or byte, one more reference in a global list
+        message = _fails(expect_no_hidden_state, answer, {}, torch.ones(3), what="state in cache")
+        assert "state kept outside" in message and where in message
     cache = {}
     assert expect_no_hidden_state(_step_in_cache, cache, 2.0, what="state in the cache") == 2.0
     assert cache == {"xs": [2.0]}

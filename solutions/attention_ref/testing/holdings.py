@@ -44,6 +44,9 @@ class Holdings:
     array_bytes: int = 0  # NumPy buffers and torch storages (each once)
     objects: int = 0  # Python objects reached
     arrays: int = 0  # distinct NumPy buffers and torch storages
+    # references followed, also to objects already counted or skipped: a global list that grows by
+    # one more reference to an argument holds no new object, yet it is a list that remembers
+    links: int = 0
     # (where, data bytes): the parts that hold the most, e.g. ("memory[key 0]", 4096)
     largest: list[tuple[str, int]] = field(default_factory=list)
 
@@ -142,6 +145,7 @@ def holdings(value, where: str = "state", skip=(), home: dict | None = None) -> 
     todo = [(value, where, None)]  # (object, its path, the part of ``value`` it belongs to)
     while todo:
         item, path, part = todo.pop()
+        total.links += 1
         if id(item) in seen:
             continue
         seen.add(id(item))
@@ -191,7 +195,7 @@ def _module_state(module) -> dict[str, tuple]:
 
 def _fingerprint(value, skip=(), home: dict | None = None) -> tuple:
     held = holdings(value, skip=skip, home=home)
-    return (id(value), held.objects, held.bytes, held.arrays)
+    return (id(value), held.objects, held.bytes, held.arrays, held.links)
 
 
 _IPYTHON = re.compile(r"_{1,3}|_i{1,3}|_i?\d+|_oh|_ih|_dh|In|Out")
