@@ -31,7 +31,7 @@ LIBRARY_DEPENDENCIES = {"numpy", "torch", "attention_ref"}
 # imports them (but one that needs the same package). figures.py draws the paper's figures
 # (matplotlib); flash*.py hold lesson 11's Triton kernels and compile them for a GPU (triton,
 # which has wheels for Linux only); checkpoints.py reads and writes lesson 14's checkpoint files
-# (safetensors).
+# (safetensors); lens.py runs lesson 15's model in TransformerLens (transformer_lens).
 OPTIONAL = {
     "checkpoints.py": "safetensors",
     "figures.py": "matplotlib",
@@ -41,6 +41,7 @@ OPTIONAL = {
     "flash_compile.py": "triton",
     "flash_interpreter.py": "triton",
     "flash_launches.py": "triton",
+    "lens.py": "transformer_lens",
 }
 
 

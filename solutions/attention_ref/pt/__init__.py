@@ -4,7 +4,8 @@
 lesson's functions live in their own module, imported here with the lesson named on the import
 itself (``# lesson N``), where sorting the imports cannot separate the label from its line. PyTorch
 only: lesson 8's trainable model (attention_ref.pt.model), lesson 9's cached decoder
-(attention_ref.pt.decoding) and lesson 10's language models (attention_ref.pt.lm).
+(attention_ref.pt.decoding), lesson 10's language models (attention_ref.pt.lm) and lesson 15's
+attention-only model (attention_ref.pt.induction).
 """
 
 from .additive import additive_attention, additive_scores  # lesson 2
@@ -13,6 +14,18 @@ from .checkpoint_names import (  # lesson 14
     params_from_checkpoint,
     random_checkpoint,
     tiny_config,
+)
+from .circuits import (  # lesson 15
+    ablate_head,
+    copying_score,
+    direct_logit_attribution,
+    find_induction_circuit,
+    first_token_score,
+    induction_score,
+    k_composition_scores,
+    ov_circuit,
+    previous_token_score,
+    qk_circuit,
 )
 from .decoding import cached_self_attention  # lesson 9
 from .delta import (  # lesson 13
@@ -267,4 +280,14 @@ __all__ = [
     "sparse_attention",
     "sigmoid",
     "gated_attention",
+    "previous_token_score",
+    "first_token_score",
+    "induction_score",
+    "ablate_head",
+    "qk_circuit",
+    "ov_circuit",
+    "copying_score",
+    "k_composition_scores",
+    "direct_logit_attribution",
+    "find_induction_circuit",
 ]
