@@ -74,7 +74,7 @@ def test_the_hook_lets_a_kernel_compile_and_keeps_ptxas_out_of_the_course(tmp_pa
         import json, os, subprocess, sys, tempfile
         tempfile.tempdir = {str(tmp)!r}
         import attention_ref.flash as flash
-        from attention_ref import flash_compile
+        from attention_ref.flash import compiler as flash_compile
         from coursekit.grading.sandbox import make_audit_hook
         os.chdir({str(work)!r})
         protected, writable = [{str(course)!r}], [{str(work)!r}, {str(tmp)!r}]

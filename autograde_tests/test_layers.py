@@ -27,22 +27,19 @@ LAYERS = {
 }
 LONGEST = 60  # lines per function: one screen
 LIBRARY_DEPENDENCIES = {"numpy", "torch", "attention_ref"}
-# The library's optional modules: each may import one more package, and nothing in the library
-# imports them (but one that needs the same package). figures.py draws the paper's figures
-# (matplotlib); flash*.py hold lesson 11's Triton kernels and compile them for a GPU (triton,
-# which has wheels for Linux only); checkpoints.py reads and writes lesson 14's checkpoint files
-# (safetensors); lens.py runs lesson 15's model in TransformerLens (transformer_lens).
+# The library's optional parts: each may import one more package, and nothing in the library
+# imports them (but a part that needs the same package). figures.py draws the paper's figures
+# (matplotlib); the package flash/ holds lesson 11's Triton kernels and compiles them for a GPU
+# (triton, which has wheels for Linux only); checkpoints.py reads and writes lesson 14's
+# checkpoint files (safetensors); lens.py runs lesson 15's model in TransformerLens
+# (transformer_lens). Keyed by path within attention_ref: a folder names a package.
 OPTIONAL = {
     "checkpoints.py": "safetensors",
     "figures.py": "matplotlib",
-    "flash.py": "triton",
-    "flash_backward.py": "triton",
-    "flash_checker.py": "triton",
-    "flash_compile.py": "triton",
-    "flash_interpreter.py": "triton",
-    "flash_launches.py": "triton",
+    "flash": "triton",
     "lens.py": "transformer_lens",
 }
+LIBRARY = ROOT / "solutions" / "attention_ref"
 
 
 def _modules(folder: Path) -> list[Path]:
@@ -59,6 +56,18 @@ def _imports(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             names.append("." * node.level + (node.module or ""))
     return names
+
+
+def _optional_part(path: Path) -> str | None:
+    """The optional part of the library (a key of OPTIONAL) that ``path`` belongs to, if any."""
+    top = path.relative_to(LIBRARY).parts[0]
+    return top if top in OPTIONAL else None
+
+
+def _module_name(path: Path) -> str:
+    """``attention_ref.flash.forward`` for solutions/attention_ref/flash/forward.py."""
+    parts = path.relative_to(LIBRARY.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _subpackage(name: str) -> str | None:
@@ -100,25 +109,44 @@ def test_the_reference_library_needs_only_numpy_and_torch():
     allowed = LIBRARY_DEPENDENCIES | set(sys.stdlib_module_names)
     offenders = [
         f"{path.relative_to(ROOT)} imports {name}"
-        for path in _modules(ROOT / "solutions" / "attention_ref")
+        for path in _modules(LIBRARY)
         for name in _imports(path)
         if not name.startswith(".")
-        and name.split(".")[0] not in allowed | {OPTIONAL.get(path.name)}
+        and name.split(".")[0] not in allowed | {OPTIONAL.get(_optional_part(path))}
     ]
     assert not offenders, offenders
 
 
 @pytest.mark.parametrize("optional", sorted(OPTIONAL))
-def test_nothing_in_the_library_imports_its_optional_modules(optional):
-    """Only the lessons (and the book, the benchmark) import figures.py and flash*.py."""
-    stem = optional.removesuffix(".py")
+def test_nothing_in_the_library_imports_its_optional_parts(optional):
+    """Only the lessons (and the book, the benchmark) import figures.py and attention_ref.flash."""
+    module = _module_name(LIBRARY / optional)
     offenders = [
-        str(path.relative_to(ROOT))
-        for path in _modules(ROOT / "solutions" / "attention_ref")
-        for name in _imports(path)
-        if name.split(".")[-1] == stem and OPTIONAL.get(path.name) != OPTIONAL[optional]
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _modules(LIBRARY)
+        for name in _library_imports(path)
+        if (name == module or name.startswith(module + "."))
+        and OPTIONAL.get(_optional_part(path)) != OPTIONAL[optional]
     ]
     assert not offenders, f"only the lessons import {optional}: {offenders}"
+
+
+def _library_imports(path: Path) -> list[str]:
+    """Every module ``path`` may import, as a full name: ``from attention_ref import flash`` reads
+    as attention_ref and attention_ref.flash, ``from .. import hints`` in attention_ref/testing/
+    as attention_ref and attention_ref.hints."""
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            names += [module] + [f"{module}.{alias.name}" for alias in node.names]
+    return names
 
 
 @pytest.mark.parametrize("folder", ["coursekit", "solutions/attention_ref", "book"])

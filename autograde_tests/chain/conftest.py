@@ -65,7 +65,7 @@ def _grade_part(folder: Path, lesson: Lesson, part: int, parts: int) -> tuple[Pa
 
 
 def _warm_compile_cache(folder: Path, lesson: Lesson) -> None:
-    """Lesson 11's tests compile its kernels for GPUs (attention_ref.flash_compile) and keep what
+    """Lesson 11's tests compile its kernels for GPUs (attention_ref.flash.compiler) and keep what
     compiled in a cache in the Python environment, which a graded notebook reads but, in the
     grading sandbox, cannot write. The solved lesson run once here, outside the sandbox (the
     cells skipped when grading left out), leaves its kernels' builds there: each graded notebook

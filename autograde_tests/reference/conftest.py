@@ -1,16 +1,16 @@
 """Before any test module is imported: where lesson 11's Triton kernels run. Triton must find
 TRITON_INTERPRET=1 set when it is first imported, by whichever module imports it first (PyTorch's
-compiler may), on a machine without a CUDA GPU (attention_ref._triton_mode)."""
+compiler may), on a machine without a CUDA GPU: importing attention_ref.flash decides
+(attention_ref.flash.runtime), then imports Triton."""
 
 import os
 from pathlib import Path
 
 import pytest
 
-from attention_ref._triton_mode import choose_interpreter
+import attention_ref.flash  # noqa: F401 -- decides where kernels run, then imports Triton
 
-choose_interpreter()
-# the reference kernels' builds, kept for the next run (attention_ref.flash_compile.CACHE)
+# the reference kernels' builds, kept for the next run (attention_ref.flash.compiler.CACHE)
 os.environ.setdefault("ATTENTION_REF_KEEP_BUILDS", "1")
 
 HERE = Path(__file__).parent

@@ -1,4 +1,4 @@
-"""The memory checker of lesson 11's interpreted launches (attention_ref.flash_checker): a race
+"""The memory checker of lesson 11's interpreted launches (attention_ref.flash.checker): a race
 between programs is refused with the line and both program ids; a load or store outside the
 tensors is refused before it happens; the record says which blocks each program read; the
 checker cannot be switched off by putting Triton's own methods back; and which kernels an
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import attention_ref.flash as flash
-import attention_ref.flash_backward as backward
+import attention_ref.flash.backward as backward
 
 pytestmark = [
     pytest.mark.skipif(flash.UNAVAILABLE is not None, reason=str(flash.UNAVAILABLE)),
@@ -114,8 +114,8 @@ def test_the_causal_record_sees_keys_read_above_the_diagonal():
         "    for start in range(0, n_k, BLOCK_K):\n"
         "        keys = start + tl.arange(0, BLOCK_K)\n"
         "        k = tl.load(k_ptr + keys[:, None] * D + cols[None, :], mask=keys[:, None] < n_k)\n"
-        "    flash._forward(q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, n_q, n_k, group, scale,\n"
-        "                   D, BLOCK_Q, BLOCK_K, True, False)\n"
+        "    flash.forward._forward(q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, n_q, n_k, group,\n"
+        "                           scale, D, BLOCK_Q, BLOCK_K, True, False)\n"
     )["two_pass"]
     read = flash.key_blocks_read(two_pass, 48, 48)
     assert read.all(), read
@@ -130,7 +130,7 @@ def test_putting_triton_s_methods_back_switches_nothing_off():
     checker back first, and the race is still refused."""
     from triton.runtime import interpreter
 
-    from attention_ref import flash_checker
+    from attention_ref.flash import checker as flash_checker
 
     for name, original in flash_checker._STATE["originals"].items():
         setattr(interpreter.InterpreterBuilder, name, original)

@@ -1,10 +1,10 @@
-"""Lesson 11's Triton kernels (attention_ref.flash, attention_ref.flash_backward) against
+"""Lesson 11's Triton kernels (attention_ref.flash, attention_ref.flash.backward) against
 F.scaled_dot_product_attention, torch.logsumexp and torch.autograd: shapes x block sizes x dtypes,
 causal and not, grouped heads, lengths that no block size divides; every kernel compiled as a GPU
 launches it, for sm_80, sm_90, sm_100 and sm_120, by Triton's own compiler (no GPU needed:
-attention_ref.flash_compile), next to kernels that break each rule of the compiled subset and are
+attention_ref.flash.compiler), next to kernels that break each rule of the compiled subset and are
 refused, and one too large for a GPU's shared memory. The memory checker of the interpreted
-launches (attention_ref.flash_checker) is in test_flash_checker.py.
+launches (attention_ref.flash.checker) is in test_flash_checker.py.
 
 On a machine without a CUDA GPU the kernels run in Triton's interpreter on the CPU (the module sets
 TRITON_INTERPRET=1 before it imports Triton); on a GPU machine they are compiled and run there.
@@ -23,13 +23,13 @@ import torch
 import torch.nn.functional as F
 
 import attention_ref.flash as flash
-import attention_ref.flash_backward as backward
+import attention_ref.flash.backward as backward
 
 pytestmark = pytest.mark.skipif(flash.UNAVAILABLE is not None, reason=str(flash.UNAVAILABLE))
 KERNEL = backward.attention_backward_kernel
 
 DEVICE = flash.kernel_device()
-# Compiled kernels multiply float32 blocks in IEEE float32, not TF32 (attention_ref._triton_mode),
+# Compiled kernels multiply float32 blocks in IEEE float32, not TF32 (attention_ref.flash.runtime),
 # but with fused multiply-adds, a fast exp and atomic additions in any order: on an H200 their
 # largest errors against float64 were 7e-7 for scores of a few units and 9e-6 for scores of +-30,
 # the size of F.scaled_dot_product_attention's own in float32; one gradient (d = 64) missed 1e-5.
@@ -309,7 +309,7 @@ def test_reference_kernels_compile_as_launched_for_four_gpus(name, module, run):
 def test_launch_specializations_are_what_triton_s_jit_computes():
     """A launch notes dtypes, constants and what Triton specializes: an integer of 1 becomes a
     constant, a multiple of 16 and a 16-byte aligned pointer get tt.divisibility=16."""
-    from attention_ref import flash_launches
+    from attention_ref.flash import launches as flash_launches
 
     x = torch.zeros(64)
     launch = flash_launches.launch_of((x, x[1:], 1, 32, 33, 0.5), {"BLOCK": 16})
@@ -317,8 +317,8 @@ def test_launch_specializations_are_what_triton_s_jit_computes():
     assert jit_args[0] == flash_launches.Pointer(torch.float32, True)
     assert jit_args[1] == flash_launches.Pointer(torch.float32, False)  # 4 bytes in
     assert jit_args[2:5] == (1, 16, 17) and jit_args[5] == 1.5
-    with flash.flash_compile._compiler_view():
-        jit = flash.flash_compile._Converter()(_spec_kernel(flash.tl, flash.triton))
+    with flash.compiler._compiler_view():
+        jit = flash.compiler._Converter()(_spec_kernel(flash.tl, flash.triton))
         signature, constexprs, attrs, options = flash_launches.specialize(jit, launch, 90)
     assert signature["a_ptr"] == "*fp32" and signature["one"] == "constexpr"
     noted = [
@@ -341,7 +341,7 @@ def _spec_kernel(tl, triton):
 def test_the_front_end_of_sm_100_and_sm_120_is_sm_90_s(name):
     """The compile check runs the front end once for the three (FRONT_END_OF): the IR it makes
     for each is the same, to the character."""
-    compiler = flash.flash_compile
+    compiler = flash.compiler
     launch = flash.gpu_run_launch("forward")
     converter = compiler._Converter()
     with compiler._compiler_view():
@@ -358,21 +358,21 @@ def test_a_kernel_too_large_for_a_gpu_s_shared_memory_does_not_pass():
     """float32, d = 128, blocks of 64 and 64, three stages: it compiles for an A100 and needs
     more shared memory than a program may have there, so the check fails; one stage fits."""
     big = flash.gpu_run_launch("forward", dtype=torch.float32, d=128, blocks=(64, 64))
-    build = flash.flash_compile.compile_launch(flash.attention_kernel, big, "sm_80")
-    assert build.shared > flash.flash_compile.SHARED_LIMITS["sm_80"] == 166_912 and not build.fits
+    build = flash.compiler.compile_launch(flash.attention_kernel, big, "sm_80")
+    assert build.shared > flash.compiler.SHARED_LIMITS["sm_80"] == 166_912 and not build.fits
     with pytest.raises(AssertionError, match=r"more than the 166,912 .*could not be launched"):
-        flash.flash_compile.expect_compiles(
+        flash.compiler.expect_compiles(
             flash.attention_kernel, "attention_kernel", launches=[big], archs=("sm_80",), show=False
         )
     small = flash.gpu_run_launch(
         "forward", dtype=torch.float32, d=128, blocks=(64, 64), num_stages=1
     )
-    assert flash.flash_compile.compile_launch(flash.attention_kernel, small, "sm_80").fits
+    assert flash.compiler.compile_launch(flash.attention_kernel, small, "sm_80").fits
 
 
 def test_more_stages_take_more_shared_memory_and_pipeline_more_loads():
     builds = [
-        flash.flash_compile.compile_launch(
+        flash.compiler.compile_launch(
             flash.attention_kernel, flash.gpu_run_launch("forward", num_stages=stages), "sm_90"
         )
         for stages in (1, 2, 3)
@@ -433,9 +433,9 @@ def test_the_compiler_refuses_what_the_interpreter_runs(rule):
     if flash.INTERPRETED:
         x = torch.ones(64, device=DEVICE)
         kernel[(1,)](x, 64, BLOCK=16)
-    launch = flash.flash_launches.launch_of((torch.ones(64), 64), {"BLOCK": 16})
+    launch = flash.launches.launch_of((torch.ones(64), 64), {"BLOCK": 16})
     with pytest.raises(AssertionError) as refused:
-        flash.flash_compile.expect_compiles(kernel, kernel.fn.__name__, launches=[launch])
+        flash.compiler.expect_compiles(kernel, kernel.fn.__name__, launches=[launch])
     assert says in str(refused.value)
     assert "sm_80 (A100)" in str(refused.value)
     if rule not in ("numpy on a block",):  # no line: refused while resolving names
@@ -450,8 +450,8 @@ def test_device_print_is_the_compiled_print(tmp_path, monkeypatch):
         x = flash.tl.load(x_ptr + flash.tl.arange(0, BLOCK))
         flash.tl.device_print("x", x)
 
-    launch = flash.flash_launches.launch_of((torch.ones(16), 16), {"BLOCK": 16})
-    (build,) = flash.flash_compile.expect_compiles(
+    launch = flash.launches.launch_of((torch.ones(16), 16), {"BLOCK": 16})
+    (build,) = flash.compiler.expect_compiles(
         prints, "prints", launches=[launch], archs=("sm_90",), show=False, cache=None
     )
     assert build.registers > 0
@@ -492,7 +492,7 @@ def test_a_gpu_run_launch_is_the_timing_cell_s():
     forward, back = flash.gpu_run_launch("forward"), flash.gpu_run_launch("backward")
     assert dict(forward.constants) == {"D": 64, "BLOCK_Q": 64, "BLOCK_K": 64}
     assert dict(back.constants) == {"D": 64, "BLOCK_Q": 64, "BLOCK_K": 32, "CAUSAL": False}
-    assert forward.args[:4] == (flash.flash_launches.Pointer(torch.float16),) * 4
+    assert forward.args[:4] == (flash.launches.Pointer(torch.float16),) * 4
     assert forward.args[5:8] == (16, 16, 1)  # n = 8192, a multiple of 16; one key/value head each
 
 
@@ -518,12 +518,13 @@ def test_a_helper_taken_from_the_library_is_not_the_notebook_s_own():
 
 @pytest.mark.skipif(not flash.INTERPRETED, reason="kernels are compiled here, not interpreted")
 def test_the_interpreter_swaps_the_language_once_a_launch_and_puts_it_back():
-    """attention_ref.flash_interpreter: the same numbers to the bit as Triton's own interpreter
+    """attention_ref.flash.interpreter: the same numbers to the bit as Triton's own interpreter
     (which also checks integer overflow, for an assertion it then drops), and after a launch
     triton.language and the interpreter's options are as they were before."""
     from triton.runtime import interpreter
 
-    from attention_ref import flash_compile, flash_interpreter
+    from attention_ref.flash import compiler as flash_compile
+    from attention_ref.flash import interpreter as flash_interpreter
 
     q, k, v = _inputs((2,), 37, 37, 16, seed=8, scale=3.0)
     dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(9))

@@ -1,11 +1,11 @@
-"""attention_ref._triton_mode: where lesson 11's kernels run, and in what precision where they are
-compiled. Only environment variables: nothing here imports Triton."""
+"""attention_ref.flash.runtime: where lesson 11's kernels run, and in what precision where they are
+compiled: the environment variables it reads and sets."""
 
 from __future__ import annotations
 
 import os
 
-from attention_ref._triton_mode import PRECISION, VARIABLE, choose_interpreter
+from attention_ref.flash.runtime import PRECISION, VARIABLE, choose_interpreter
 
 
 def test_compiled_kernels_multiply_float32_in_ieee_unless_told_otherwise(monkeypatch):

@@ -1,9 +1,9 @@
 """Lesson 11's Triton kernels in ``make bench``: what the compiler makes of them (any machine), and
 their speed against FlashAttention, forward and backward (a CUDA GPU).
 
-Compiling needs no GPU (attention_ref.flash_compile): every reference kernel is compiled as a GPU
+Compiling needs no GPU (attention_ref.flash.compiler): every reference kernel is compiled as a GPU
 timing run launches it (float16, d = 64, n = 8192: the launch's tt.divisibility attributes
-included, attention_ref.flash_launches) for sm_80, sm_90, sm_100 and sm_120, and the table shows
+included, attention_ref.flash.launches) for sm_80, sm_90, sm_100 and sm_120, and the table shows
 registers per thread, spills, shared memory against each GPU's limit, warps, pipeline stages and
 asynchronous copies; then the forward kernel with other num_warps and num_stages, and one launch
 too large for some GPUs' shared memory. The builds are kept in the Python environment's cache
@@ -20,7 +20,7 @@ KERNELS = (  # (kind of launch, module, name): every reference kernel of lesson 
     ("forward", "attention_ref.flash", "attention_kernel"),
     ("forward", "attention_ref.flash", "causal_attention_kernel"),
     ("forward", "attention_ref.flash", "cached_causal_attention_kernel"),
-    ("backward", "attention_ref.flash_backward", "attention_backward_kernel"),
+    ("backward", "attention_ref.flash.backward", "attention_backward_kernel"),
 )
 OPTIONS = ((4, 1), (4, 2), (4, 4), (8, 3))  # (num_warps, num_stages) beside the default (4, 3)
 
@@ -38,8 +38,8 @@ def _launch(flash, kind: str, **options):
     import torch
 
     if kind == "softmax":
-        half = flash.flash_launches.Pointer(torch.float16)
-        return flash.flash_launches.launch_of((half, half, 1024), {"BLOCK": 1024, **options})
+        half = flash.launches.Pointer(torch.float16)
+        return flash.launches.launch_of((half, half, 1024), {"BLOCK": 1024, **options})
     return flash.gpu_run_launch(kind, **options)
 
 
@@ -60,12 +60,12 @@ def bench_compiled(cfg: Config) -> Table:
     if flash is None:
         table.rows.append(["n/a", why or ""])
         return table
-    archs = tuple(flash.flash_compile.ARCHS) if cfg.lessons else ("sm_90",)  # --tiny: one GPU
+    archs = tuple(flash.compiler.ARCHS) if cfg.lessons else ("sm_90",)  # --tiny: one GPU
     kernels = KERNELS if cfg.lessons else KERNELS[1:2]
     for kind, module, name in progress(kernels, "compiling lesson 11's kernels"):
         kernel = getattr(importlib.import_module(module), name)
         table.rows += [
-            _row(flash.flash_compile.compile_launch(kernel, _launch(flash, kind), a)) for a in archs
+            _row(flash.compiler.compile_launch(kernel, _launch(flash, kind), a)) for a in archs
         ]
     if cfg.lessons:
         table.rows += _option_rows(flash)
@@ -80,9 +80,7 @@ def _option_rows(flash) -> list[list[str]]:
     for arch in ("sm_80", "sm_90"):
         for warps, stages in OPTIONS:
             launch = flash.gpu_run_launch("forward", num_warps=warps, num_stages=stages)
-            rows.append(
-                _row(flash.flash_compile.compile_launch(flash.attention_kernel, launch, arch))
-            )
+            rows.append(_row(flash.compiler.compile_launch(flash.attention_kernel, launch, arch)))
     return rows
 
 
@@ -92,8 +90,7 @@ def _limit_rows(flash) -> list[list[str]]:
 
     big = flash.gpu_run_launch("forward", dtype=torch.float32, d=128, blocks=(64, 64))
     builds = [
-        flash.flash_compile.compile_launch(flash.attention_kernel, big, a)
-        for a in flash.flash_compile.ARCHS
+        flash.compiler.compile_launch(flash.attention_kernel, big, a) for a in flash.compiler.ARCHS
     ]
     rows = [_row(build) for build in builds]
     for row, build in zip(rows, builds):
@@ -102,9 +99,7 @@ def _limit_rows(flash) -> list[list[str]]:
 
 
 def _notes(table: Table, flash) -> None:
-    limits = ", ".join(
-        f"{arch} {limit:,}" for arch, limit in flash.flash_compile.SHARED_LIMITS.items()
-    )
+    limits = ", ".join(f"{arch} {limit:,}" for arch, limit in flash.compiler.SHARED_LIMITS.items())
     table.notes += [
         "settings: the launch's dtype and tl.constexpr values (group=1: an integer of 1, which a "
         "launch makes a constant), and num_warps/num_stages where not Triton's 4 and 3; every "
@@ -115,7 +110,7 @@ def _notes(table: Table, flash) -> None:
         "cp.async: asynchronous copies in the PTX, loads into shared memory that overlap the "
         "arithmetic (software pipelining, num_stages deep)",
         "CPU-s: what the compile took when it was made (the compiler in this process and ptxas); "
-        f"builds are kept in {flash.flash_compile.CACHE} and found again by the next run",
+        f"builds are kept in {flash.compiler.CACHE} and found again by the next run",
     ]
 
 
@@ -153,7 +148,7 @@ def backward_times(setting, n: int) -> dict[str, float]:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    import attention_ref.flash_backward as backward
+    import attention_ref.flash.backward as backward
 
     q, k, v, dout, lse, delta = backward_inputs(setting, n)
     leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]

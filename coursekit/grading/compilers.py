@@ -1,6 +1,6 @@
 """The one kind of process a grading kernel may start: the GPU assembler inside Triton's wheel.
 
-Lesson 11's tests compile the learner's Triton kernels for a GPU (attention_ref.flash_compile):
+Lesson 11's tests compile the learner's Triton kernels for a GPU (attention_ref.flash.compiler):
 Triton lowers a kernel to PTX in the kernel's own process, then runs ``ptxas`` (for sm_80) or
 ``ptxas-blackwell`` (for sm_90 and later), both shipped in ``triton/backends/nvidia/bin/``, to
 assemble the PTX and report registers and spills. The sandbox's audit hook refuses every other
@@ -13,7 +13,7 @@ process; this module says whether a process start is exactly such a call:
   the kernel itself could not.
 
 The tools are found without importing Triton (importing it decides, once per process, whether
-kernels are interpreted: attention_ref._triton_mode).
+kernels are interpreted: attention_ref.flash.runtime).
 """
 
 from __future__ import annotations

@@ -1,126 +1,28 @@
-"""FlashAttention's forward pass as Triton kernels (lesson 11); the backward pass is in
-attention_ref.flash_backward, the compile check in attention_ref.flash_compile.
+"""FlashAttention's forward pass as Triton kernels (lesson 11): the reference kernels, the
+launchers every kernel of the lesson runs through, and the test helpers of its forward exercises.
 
-The modules of the library that need Triton besides numpy and torch, and the ones nothing else
-in the library imports (autograde_tests/test_layers.py checks both): the library itself still runs
-with numpy and torch alone.
-
-Where no CUDA GPU is present, importing this module sets ``TRITON_INTERPRET=1`` (unless it is set
-already) before it imports Triton (attention_ref._triton_mode says why it must come first): every
-``@triton.jit`` kernel, here or in a notebook, then runs in Triton's interpreter, on the CPU, on CPU
-tensors, with NumPy doing the arithmetic of each block. On a CUDA machine the same kernels are
-compiled for the GPU. Every launch goes through attention_ref.flash_checker, which, where kernels
-are interpreted, refuses loads and stores outside the tensors and races between programs, and
-notes what each launch specialized; :func:`expect_compiles` then compiles a kernel as the tests
-launched it, for four GPUs, with Triton's own compiler, which needs no GPU. Where Triton is not
-installed (it has wheels for Linux only), the module still imports: :data:`UNAVAILABLE` says why,
-``triton`` and ``tl`` are stand-ins that let a notebook define its kernels, and launching any
-kernel raises with that reason.
-
-launch(kernel, grid, args, constants)        launch any kernel as the launchers below do: checked
-softmax(x, kernel)                           launch a row-softmax kernel, one program per row
-attention(q, k, v, kernel, block_q=16)       launch a kernel over (block of queries, batch x head),
-                                             grouped-query attention when k, v have fewer heads
-attend_blocks                                the inner loop over key blocks, written once
-softmax_kernel, attention_kernel, causal_attention_kernel, cached_causal_attention_kernel
-key_blocks_read(kernel, ...)                 which key blocks each query block reads
-expect_own_kernel(kernel, name)              a test helper: the notebook's own kernel
-compile_kernel(kernel, types, constants, arch)  Triton's compiler, for a GPU, on any machine
-expect_compiles(kernel, name)                a test helper: every launch of it compiles, for
-                                             sm_80, sm_90, sm_100 and sm_120
-gpu_run_launch(kind)                         the launch a GPU timing run makes
-attend_blocks_probe(helper, q, k, v, lo, hi)  a helper like attend_blocks, run on its own
+Every launch goes through attention_ref.flash.checker, which, where kernels are interpreted,
+refuses loads and stores outside the tensors and races between programs, and notes what each
+launch specialized (attention_ref.flash.launches); :func:`expect_compiles` then compiles a kernel
+as the tests launched it, for four GPUs, with Triton's own compiler, which needs no GPU
+(attention_ref.flash.compiler).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import platform
-import sys
 import types
 
 import torch
 
-from attention_ref._triton_mode import PRECISION, VARIABLE, choose_interpreter
+from attention_ref.flash.runtime import INTERPRETED, UNAVAILABLE, _jit, kernel_device, tl, triton
 
-_TOO_LATE = "triton" in sys.modules and VARIABLE not in os.environ
-INTERPRETED = choose_interpreter()  # before Triton is imported: see the docstring
-
-
-class _Missing:
-    """Stands in for ``triton`` and ``triton.language`` where Triton is not installed: a notebook
-    can still define its kernels (``@triton.jit``, ``tl.constexpr``), and launching one raises."""
-
-    def __init__(self, fn=None):
-        self.fn = fn
-
-    def __getattr__(self, name):
-        return _Missing()
-
-    def __getitem__(self, grid):
-        return self
-
-    def __call__(self, *args, **kwargs):
-        if self.fn is None and len(args) == 1 and callable(args[0]) and not kwargs:
-            return _Missing(args[0])  # triton.jit(fn)
-        raise RuntimeError(UNAVAILABLE)
-
-
-try:
-    import triton
-    import triton.language as tl
-except ImportError as _missing:
-    triton = tl = _Missing()
-    UNAVAILABLE = (
-        f"Triton is not installed here ({platform.system()}, {_missing}): it publishes wheels "
-        "for Linux only, so lesson 11's kernels cannot run on this machine; use a Linux machine "
-        "(or WSL2, or the class hub) for this lesson"
-    )
-else:
-    UNAVAILABLE = None
 if UNAVAILABLE is None:
-    # flash_compile first: it notes triton.language as it is before any kernel runs
-    from attention_ref import flash_checker, flash_compile, flash_interpreter, flash_launches
-
-    if INTERPRETED:
-        flash_interpreter.install()  # triton.language swapped once per launch, and put back
-        flash_checker.install()  # every load and store of a launch recorded and checked
+    from attention_ref.flash import checker, compiler, launches
 else:
-    flash_compile = flash_checker = flash_launches = None
-if INTERPRETED and _TOO_LATE and UNAVAILABLE is None:
-    UNAVAILABLE = (
-        f"Triton was imported before {VARIABLE}=1 was set, so its kernels cannot run in the "
-        "interpreter in this process: restart the kernel (or Python) and import "
-        "attention_ref.flash before anything that imports triton"
-    )
+    checker = compiler = launches = None
 
 HEAD_DIMS = (16, 32, 64, 128)  # tl.arange needs a power of two; tl.dot at least 16
-
-
-def describe() -> str:
-    """One line: where this machine runs Triton kernels."""
-    if UNAVAILABLE:
-        return UNAVAILABLE
-    if INTERPRETED:
-        return (
-            f"Triton {triton.__version__}: kernels run in its interpreter on the CPU "
-            "(TRITON_INTERPRET=1), each program one after the other, in NumPy"
-        )
-    name = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA device"
-    return (
-        f"Triton {triton.__version__}: kernels are compiled for the GPU ({name}); tl.dot of "
-        f"float32 blocks in {os.environ.get(PRECISION, 'tf32').upper()} ({PRECISION})"
-    )
-
-
-def _jit(fn):
-    return fn if UNAVAILABLE else triton.jit(fn)
-
-
-def kernel_device() -> torch.device:
-    """Where a kernel's tensors must live: the GPU when compiled, the CPU when interpreted."""
-    return torch.device("cpu" if INTERPRETED or not torch.cuda.is_available() else "cuda")
 
 
 # ---- the reference kernels ------------------------------------------------------------------
@@ -285,12 +187,12 @@ def heads_and_group(q, k, v) -> tuple[int, int]:
 
 def launch(kernel, grid: tuple, args: tuple, constants: dict) -> None:
     """``kernel[grid](*args, **constants)`` as the course's launchers run every kernel: where
-    kernels are interpreted, each load and store checked (attention_ref.flash_checker: outside the
+    kernels are interpreted, each load and store checked (attention_ref.flash.checker: outside the
     tensors, or a race between programs: an AssertionError that says where); its
     specialization noted for :func:`expect_compiles`."""
     if UNAVAILABLE:
         raise RuntimeError(UNAVAILABLE)
-    flash_checker.launch(kernel, grid, args, constants)
+    checker.launch(kernel, grid, args, constants)
 
 
 def softmax(x, kernel):
@@ -368,7 +270,7 @@ def key_blocks_read(kernel, n_q: int, n_k: int, *, block_q: int = 16, block_k: i
     """Which key blocks each query block reads: a (query blocks, key blocks) boolean tensor, from
     one run of ``kernel`` on one head.
 
-    Where kernels are interpreted, from the record of that launch (attention_ref.flash_checker):
+    Where kernels are interpreted, from the record of that launch (attention_ref.flash.checker):
     a query block's program read a key block if it loaded any key or any value of it. On a GPU,
     one run per key block with that block's values made NaN: every query block whose output
     turns NaN read it (a value read, even with weight 0, gives 0 * NaN = NaN); that sees V only
@@ -380,7 +282,7 @@ def key_blocks_read(kernel, n_q: int, n_k: int, *, block_q: int = 16, block_k: i
     read = torch.zeros(n_blocks_q, n_blocks_k, dtype=torch.bool)
     if INTERPRETED:
         attention(q, k, v, kernel, block_q=block_q, block_k=block_k)
-        for program, key in flash_checker.rows_read(flash_checker.last_record(), {1: d, 2: d}):
+        for program, key in checker.rows_read(checker.last_record(), {1: d, 2: d}):
             read[program[0], key // block_k] = True
         return read
     for c in range(n_blocks_k):
@@ -406,7 +308,7 @@ def _library_names(fn) -> list[str]:
         if current.__code__ in seen:
             continue
         seen.add(current.__code__)
-        for name in flash_compile._names(current.__code__):
+        for name in compiler._names(current.__code__):
             value = current.__globals__.get(name)
             inner = getattr(value, "fn", None)  # a Triton kernel or helper: its Python function
             if _from_library(value) or (inner is not None and _from_library(inner)):
@@ -447,11 +349,11 @@ GPU_RUN = {"heads": 8, "n": 8192, "d": 64, "forward": (64, 64), "backward": (64,
 
 
 def gpu_run_launch(kind: str = "forward", *, dtype=torch.float16, d=None, blocks=None, **options):
-    """The attention_ref.flash_launches.Launch of a GPU timing run's ``kind`` ("forward",
+    """The attention_ref.flash.launches.Launch of a GPU timing run's ``kind`` ("forward",
     "backward") launch (:data:`GPU_RUN`), or of one like it with another ``dtype``, head dimension
     ``d`` or ``blocks`` (block_q, block_k): what :func:`expect_compiles` builds for it.
     ``options``: the launch options num_warps, num_stages."""
-    data, single = flash_launches.Pointer(dtype), flash_launches.Pointer(torch.float32)
+    data, single = launches.Pointer(dtype), launches.Pointer(torch.float32)
     n, d = GPU_RUN["n"], d or GPU_RUN["d"]
     block_q, block_k = blocks or GPU_RUN[kind]
     constants = dict(D=d, BLOCK_Q=block_q, BLOCK_K=block_k, **options)
@@ -460,15 +362,15 @@ def gpu_run_launch(kind: str = "forward", *, dtype=torch.float16, d=None, blocks
     else:  # q, k, v, dout; lse, delta, dq; dk, dv; n_q, n_k, scale
         args = (data,) * 4 + (single,) * 3 + (data,) * 2 + (n, n, 0.125)
         constants["CAUSAL"] = False
-    return flash_launches.launch_of(args, constants)
+    return launches.launch_of(args, constants)
 
 
 def compile_kernel(kernel, types_: tuple, constants: tuple, arch: str = "sm_90"):
     """Compile ``kernel`` for ``arch`` with Triton's own compiler: a Build (registers, spills,
-    shared memory), or the compiler's error (attention_ref.flash_compile.compile_kernel)."""
+    shared memory), or the compiler's error (attention_ref.flash.compiler.compile_kernel)."""
     if UNAVAILABLE:
         raise RuntimeError(UNAVAILABLE)
-    return flash_compile.compile_kernel(kernel, types_, constants, arch)
+    return compiler.compile_kernel(kernel, types_, constants, arch)
 
 
 def expect_compiles(kernel, name: str, *, gpu_run=None, show=True, cache=None, archs=None):
@@ -476,17 +378,17 @@ def expect_compiles(kernel, name: str, *, gpu_run=None, show=True, cache=None, a
     sm_100, sm_120) as every launch of the tests specialized it (the compiler's front end), and
     is built to machine code within each GPU's shared memory as a GPU timing run launches it,
     with ``gpu_run`` ("forward", "backward": :func:`gpu_run_launch`), or else as the largest of
-    the tests' launches (attention_ref.flash_compile.expect_compiles). A notebook helper whose
+    the tests' launches (attention_ref.flash.compiler.expect_compiles). A notebook helper whose
     own test the compiler failed (:func:`expect_helper_compiles`) is replaced by the course's
     own here: that test has charged for it.
     Returns the builds; ``cache``: the folder that keeps them across processes (default:
-    attention_ref.flash_compile.CACHE)."""
+    attention_ref.flash.compiler.CACHE)."""
     if UNAVAILABLE:
         raise RuntimeError(UNAVAILABLE)
     extra = [gpu_run_launch(gpu_run)] if gpu_run else []
-    return flash_compile.expect_compiles(
-        kernel, name, extra=extra, archs=tuple(archs or flash_compile.ARCHS), show=show,
-        cache=cache or flash_compile.CACHE, stand_ins={"attend_blocks": attend_blocks},
+    return compiler.expect_compiles(
+        kernel, name, extra=extra, archs=tuple(archs or compiler.ARCHS), show=show,
+        cache=cache or compiler.CACHE, stand_ins={"attend_blocks": attend_blocks},
     )  # fmt: skip
 
 
@@ -496,17 +398,17 @@ def expect_helper_compiles(helper, name: str, *, show=True):
     it, for the four GPUs of :func:`expect_compiles`."""
     if UNAVAILABLE:
         raise RuntimeError(UNAVAILABLE)
-    launches = [
+    probed = [
         launch
-        for launch in flash_launches.launches_of(_attend_probe)
+        for launch in launches.launches_of(_attend_probe)
         if dict(launch.constants).get("HELPER") is helper
     ]
     try:
-        return flash_compile.expect_compiles(
-            _attend_probe, name, launches=launches, show=show, helpers=(helper,)
+        return compiler.expect_compiles(
+            _attend_probe, name, launches=probed, show=show, helpers=(helper,)
         )
     except AssertionError:
-        flash_compile.note_refused(helper)  # the kernels that call it are not charged again
+        compiler.note_refused(helper)  # the kernels that call it are not charged again
         raise
 
 

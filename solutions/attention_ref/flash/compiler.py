@@ -9,7 +9,7 @@ Triton's wheel assembles the PTX and reports what the kernel needs per thread (`
 registers, spills, stack.
 
 What is compiled is what a GPU would run: each launch the tests made, with its specialization as
-Triton's JIT computes it (attention_ref.flash_launches: dtypes, ``tl.constexpr`` values, the
+Triton's JIT computes it (attention_ref.flash.launches: dtypes, ``tl.constexpr`` values, the
 ``tt.divisibility=16`` a launch notes on 16-byte aligned pointers and on integers divisible by 16).
 :func:`expect_compiles` runs the compiler's front end (Python to Triton's IR, where it refuses what
 it cannot compile) on every such launch, for each GPU of :data:`ARCHS`, and builds the largest of
@@ -55,7 +55,7 @@ from triton.compiler.compiler import make_backend
 from triton.compiler.errors import CompilationError
 from triton.runtime.jit import JITFunction
 
-from attention_ref import flash_launches
+from attention_ref.flash import launches as flash_launches
 
 try:
     from triton.runtime.interpreter import InterpretedFunction
@@ -267,7 +267,7 @@ KEEP_BUILDS = "ATTENTION_REF_KEEP_BUILDS"
 _CHECK = 2  # what a report means: a new value when that changes
 _FRONT_ENDS: dict[tuple, None] = {}  # launches whose front end passed, by source and settings
 # How float32 blocks are multiplied where the course compiles its kernels for a GPU: IEEE float32
-# unless the variable says otherwise (attention_ref._triton_mode sets it so on a GPU machine).
+# unless the variable says otherwise (attention_ref.flash.runtime sets it so on a GPU machine).
 _PRECISION = "TRITON_F32_DEFAULT"
 
 
@@ -326,7 +326,7 @@ def compile_launch(
     converter=None,
 ) -> Build:  # fmt: skip
     """Compile ``kernel`` for ``arch`` as a GPU compiles it for ``launch`` (a
-    attention_ref.flash_launches.Launch: the specialization a real launch computes, the
+    attention_ref.flash.launches.Launch: the specialization a real launch computes, the
     ``tt.divisibility`` attributes included), the whole way to machine code. ``substitute``:
     {id(a helper): the function to compile in its place}; ``converter``: a _Converter made with
     it, to share between compiles. Cached as :func:`compile_kernel`."""
@@ -654,7 +654,7 @@ def expect_compiles(
     stand_ins=None, helpers=(),
 ) -> list[Build]:  # fmt: skip
     """A test: ``kernel`` compiles for every GPU of ``archs`` as each of ``launches`` (default:
-    every launch of it the tests made, attention_ref.flash_launches) specialized it: the
+    every launch of it the tests made, attention_ref.flash.launches) specialized it: the
     compiler's front end for each, and the whole way to machine code, its shared memory within
     each GPU's limit, each of ``extra`` (a GPU run's launches) or, without them, the largest of
     ``launches`` (the front end is where a refusal comes from; a build, where a resource does not

@@ -28,9 +28,7 @@ import math
 import torch
 
 from attention_ref import flash
-from attention_ref.flash import tl, triton
-
-_jit = flash._jit
+from attention_ref.flash.runtime import _jit, tl, triton
 
 
 @_jit
@@ -142,11 +140,11 @@ def flash_attention(q, k, v, causal: bool = False):
 
 def query_blocks_read(kernel, n_q: int, n_k: int, *, causal=True, block_q=16, block_k=16, d=16):
     """Which query blocks each key block's program reads: a (key blocks, query blocks) boolean
-    tensor. Where kernels are interpreted, from the record of one launch (attention_ref.
-    flash_checker): a program read a query block if it touched any of its queries, output
-    gradients, log-sum-exps, D or dQ. On a GPU, as attention_ref.flash.key_blocks_read does
-    there: the gradient of the output made NaN one query block at a time, and every key block
-    whose dV turns NaN read it (a weight of 0 times NaN is still NaN)."""
+    tensor. Where kernels are interpreted, from the record of one launch
+    (attention_ref.flash.checker): a program read a query block if it touched any of its queries,
+    output gradients, log-sum-exps, D or dQ. On a GPU, as attention_ref.flash.key_blocks_read
+    does there: the gradient of the output made NaN one query block at a time, and every key
+    block whose dV turns NaN read it (a weight of 0 times NaN is still NaN)."""
     device = flash.kernel_device()
     g = torch.Generator().manual_seed(0)
     q, dout = (torch.randn(1, n_q, d, generator=g).to(device) for _ in range(2))
@@ -159,7 +157,7 @@ def query_blocks_read(kernel, n_q: int, n_k: int, *, causal=True, block_q=16, bl
     if flash.INTERPRETED:
         attention_backward(q, k, v, dout, lse, delta, kernel, **blocks)
         rows = {0: d, 3: d, 4: 1, 5: 1, 6: d}  # q, dout, lse, delta, dq
-        for program, row in flash.flash_checker.rows_read(flash.flash_checker.last_record(), rows):
+        for program, row in flash.checker.rows_read(flash.checker.last_record(), rows):
             read[program[0], row // block_q] = True
         return read
     for r in range(n_blocks_q):
@@ -282,13 +280,13 @@ def expect_function_runs_kernels(apply, q, k, v, dout, causal, forward, backward
     from attention_ref.testing import fail, record_torch
 
     leaves = [x.detach().requires_grad_() for x in (q, k, v)]
-    with flash.flash_checker.launched() as ran:
+    with flash.checker.launched() as ran:
         out, record = record_torch(apply, *leaves, causal)
     _expect_ran("the forward pass of FlashAttention", ran, forward, record.calls)
     if getattr(out, "grad_fn", None) is None:
         fail("FlashAttention's output", "it has no gradient function",
              "return your forward pass's output from FlashAttention.forward")  # fmt: skip
-    with flash.flash_checker.launched() as ran:
+    with flash.checker.launched() as ran:
         grads, record = record_torch(out.grad_fn.apply, dout)
     _expect_ran("the backward pass of FlashAttention", ran, backward, record.calls)
     return out, tuple(grads[:3])

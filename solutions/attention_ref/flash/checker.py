@@ -4,7 +4,7 @@ Triton's interpreter runs the programs of a grid one after the other, on memory 
 writes by raw address. So on its own it cannot show a race (a program that stores to a place
 another program of the same launch reads or writes gives the same numbers, whatever the order on a
 GPU would have been), and a load or store outside a tensor reads whatever lies there or corrupts
-the process's heap. The course's launchers (attention_ref.flash, attention_ref.flash_backward) run
+the process's heap. The course's launchers (attention_ref.flash, attention_ref.flash.backward) run
 every kernel through :func:`launch`, which, where kernels are interpreted:
 
 * copies each tensor argument into one block of memory with a wide unused gap before and after
@@ -22,7 +22,7 @@ every kernel through :func:`launch`, which, where kernels are interpreted:
 
 The record of the last launch stays for the tests that ask which blocks each program read
 (:func:`last_record`, :func:`rows_read`). Every launch also goes into :func:`launched` (which
-kernels ran, for a test of an autograd Function) and into attention_ref.flash_launches (what each
+kernels ran, for a test of an autograd Function) and into attention_ref.flash.launches (what each
 launch specialized: what the compile check builds).
 
 The hooks are put on Triton's interpreter again before every launch (:func:`install`): a notebook
@@ -42,7 +42,7 @@ import torch
 import triton
 from triton.runtime import interpreter
 
-from attention_ref import flash_launches
+from attention_ref.flash import launches as flash_launches
 
 LOAD, STORE, ATOMIC = 0, 1, 2
 _KINDS = {LOAD: "loads", STORE: "stores to", ATOMIC: "adds to (atomically)"}

@@ -8,7 +8,7 @@ address is a multiple of 16 bytes, or an integer that is a multiple of 16, gets 
 an integer equal to 1 becomes a constant. Two launches at other sizes may build two different
 kernels, so a check that compiles one guessed specialization says little about the others.
 
-attention_ref.flash_checker notes every launch the course's launchers make (:func:`note_launch`):
+attention_ref.flash.checker notes every launch the course's launchers make (:func:`note_launch`):
 each argument reduced to what the specialization depends on (a pointer's dtype and alignment, an
 integer's divisibility), so launches that specialize alike are noted once. :func:`specialize`
 hands them to Triton's own binder (the code a launch runs) for a target GPU.
@@ -69,7 +69,7 @@ def launch_of(args: tuple, constants: dict) -> Launch:
 
 
 def note_launch(kernel, args: tuple, constants: dict) -> None:
-    """Note a launch of ``kernel`` (attention_ref.flash_checker.launch calls this)."""
+    """Note a launch of ``kernel`` (attention_ref.flash.checker.launch calls this)."""
     _, seen = _LAUNCHES.setdefault(id(kernel), (kernel, {}))
     seen[launch_of(args, constants)] = None
 

@@ -10,7 +10,7 @@ run later in the same process, fails on kernels it accepts elsewhere.
 
 :func:`install` wraps the two places: within a launch, a helper's call swaps only the modules the
 launch has not swapped yet; after the launch, everything of ``triton.language`` is put back as it
-was before any kernel ran (attention_ref.flash_compile noted it at import).
+was before any kernel ran (attention_ref.flash.compiler noted it at import).
 
 It also skips work whose result the interpreter throws away: every integer ``+``, ``-`` and ``*``
 on a block is computed a second time in int64 and compared with the type's bounds
@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import types
 
-from attention_ref import flash_compile
+from attention_ref.flash import compiler
 
 _STATE = {"depth": 0, "patched": set(), "installed": False, "originals": None}
 
@@ -44,8 +44,8 @@ def _languages(fn) -> frozenset[int]:
 
 def _restore_language() -> None:
     """Everything of triton.language as it was before any kernel ran."""
-    for (owner, name), value in flash_compile._PRISTINE.items():
-        if vars(owner).get(name, flash_compile._ABSENT) is not value:
+    for (owner, name), value in compiler._PRISTINE.items():
+        if vars(owner).get(name, compiler._ABSENT) is not value:
             setattr(owner, name, value)
 
 
