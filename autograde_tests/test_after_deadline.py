@@ -32,7 +32,7 @@ from coursekit.course.lessons import ROOT
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.mistakes import fill_solutions
 from coursekit.course.nbgrader_cli import nbgrader
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.grading import classgrade, feedback, regrades, tempcourse
 from coursekit.grading.classgrade import grade_class
 from coursekit.grading.gradebook import open_gradebook

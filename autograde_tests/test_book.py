@@ -16,7 +16,7 @@ import pytest
 
 from coursekit.course import expected_time
 from coursekit.course.lessons import ROOT, Lesson, all_lessons
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.publishing import book as publishing
 from coursekit.publishing import quoted_output
 

@@ -10,7 +10,7 @@ import pytest
 
 from coursekit.course import draws, skipped
 from coursekit.course.lessons import all_lessons
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 
 DEMO = {"grade": False, "grade_id": "demo_a", "locked": True, "schema_version": 3,
         "solution": False, "task": False}  # fmt: skip

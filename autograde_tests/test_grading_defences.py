@@ -18,7 +18,7 @@ import torch
 
 from coursekit.course.lessons import ROOT, all_lessons
 from coursekit.course.mistakes import all_alternatives, all_mistakes, fill_solutions, plant
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.grading import integrity
 from coursekit.grading.feedback import NOT_SHOWN, REDACTED, HideHiddenTests
 

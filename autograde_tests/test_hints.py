@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from attention_ref import hints as table
-from coursekit.course import hints, sources
+from coursekit.course import hints, reading, sources
 from coursekit.course.cells import grade_id, is_test
 from coursekit.course.lessons import all_lessons
 from coursekit.publishing import current
@@ -91,7 +91,7 @@ def _shape(source: str) -> str:
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
 def test_only_hints_leave_the_test_cells(lesson):
     """Every check stays as it was written; no visible hint is left but those built at run time."""
-    for cell in sources.source_to_notebook(lesson.source).cells:
+    for cell in reading.source_to_notebook(lesson.source).cells:
         if cell.cell_type != "code" or not is_test(cell):
             continue
         stripped = hints.strip_cell(cell.source)

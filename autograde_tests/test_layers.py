@@ -149,6 +149,77 @@ def _library_imports(path: Path) -> list[str]:
     return names
 
 
+def _module_graph(folder: Path) -> dict[str, set[str]]:
+    """{module: the modules of ``folder``'s package it imports}, at the top or inside a function
+    (an import deferred into a function is still a circle); ``from package import module`` counts
+    as the module alone."""
+    top = folder.parent
+    modules = {}
+    for path in _modules(folder):
+        parts = path.relative_to(top).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                subs = {f"{module}.{alias.name}" for alias in node.names} & set(modules)
+                found |= subs or {module}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+                on_stack.discard(group[-1])
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+@pytest.mark.parametrize("folder", ["coursekit", "solutions/attention_ref"])
+def test_no_modules_import_each_other(folder):
+    """Imports within a package run one way: two modules that import each other (even from
+    inside a function) are one module in two files, or a third one waiting to be split out."""
+    circles = _circles(_module_graph(ROOT / folder))
+    assert not circles, f"modules that import each other, round a circle: {circles}"
+
+
+def test_the_circle_check_sees_a_circle(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from pkg import b\n")
+    (package / "b.py").write_text("from . import a\n")
+    (package / "c.py").write_text("import pkg.a\n")
+    assert _circles(_module_graph(package)) == [["pkg.a", "pkg.b"]]
+
+
 @pytest.mark.parametrize("folder", ["coursekit", "solutions/attention_ref", "book"])
 def test_every_function_fits_on_a_screen(folder):
     long = []

@@ -13,7 +13,7 @@ import pytest
 from coursekit.course.cells import grade_id, is_solution
 from coursekit.course.lessons import all_lessons
 from coursekit.course.mistakes import fill_solutions, lesson_mistakes
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.learner import selfcheck, workspace
 
 LESSON, SECOND = all_lessons()[:2]

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from coursekit.course.lessons import all_lessons
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.mutants import counters, execution, triage
 from coursekit.mutants.generate import mutants_of
 from coursekit.mutants.plan import exercises

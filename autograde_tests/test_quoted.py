@@ -9,7 +9,7 @@ import pytest
 
 from coursekit.course import quoted
 from coursekit.course.lessons import all_lessons
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.publishing import quoted_output
 
 pytestmark = pytest.mark.unit

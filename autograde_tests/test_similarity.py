@@ -24,7 +24,7 @@ from coursekit.course.cells import grade_id, is_solution, is_test
 from coursekit.course.coursefile import CourseFileError
 from coursekit.course.lessons import ROOT, all_lessons
 from coursekit.course.mistakes import fill_solutions, lesson_mistakes, plant, read_alternatives
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.democlass import detection
 from coursekit.democlass.copies import DISGUISES as PLANTED
 from coursekit.democlass.copies import copy_of, independent_answers, rename, reorder

@@ -14,7 +14,7 @@ import pytest
 from coursekit.course import skipped
 from coursekit.course.lessons import ROOT, Lesson, all_lessons
 from coursekit.course.mistakes import fill_solutions
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.grading import classgrade
 from coursekit.grading import tempcourse as grading
 from coursekit.grading.results import read_results

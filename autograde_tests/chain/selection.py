@@ -22,7 +22,7 @@ from coursekit.course.dataflow import LessonFlow
 from coursekit.course.lessons import all_lessons, missing_requirement
 from coursekit.course.lessons import lesson as find_lesson
 from coursekit.course.mistakes import all_alternatives, all_mistakes, everyday_mistakes
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 
 
 def selected_lessons():

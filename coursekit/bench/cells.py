@@ -28,7 +28,7 @@ def raised(nb) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from coursekit.course.sources import source_to_notebook
+    from coursekit.course.reading import source_to_notebook
 
     parser = argparse.ArgumentParser(prog="python -m coursekit.bench.cells", description=__doc__)
     parser.add_argument("lessons", nargs="*", help="e.g. lesson11 (default: every lesson)")

@@ -64,7 +64,7 @@ def selected_lessons(cfg: Config) -> list:
 
 
 def bench_lessons(cfg: Config) -> Table:
-    from coursekit.course.sources import source_to_notebook
+    from coursekit.course.reading import source_to_notebook
 
     lessons = selected_lessons(cfg)
     jobs = rounds(cfg.floor_runs, cfg.repeat, lessons)

@@ -46,7 +46,7 @@ import yaml
 from coursekit.course.cells import grade_id, is_autograded_answer, is_solution, is_test
 from coursekit.course.lessons import ROOT, SOLUTIONS, Lesson, all_lessons
 from coursekit.course.mistakes import FILENAME, Mistake, read_alternatives, read_mistakes
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 
 KEY = "contracts"
 _ENTRY_FIELDS = {"cell", "clauses"}

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from coursekit.course.cells import grade_id, is_solution, is_test, split_hidden
 from coursekit.course.lessons import Lesson, all_lessons
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 
 LINE = re.compile(r"^\*\*Expected time:\*\* about (\d+) minutes[ \t]*$", re.MULTILINE)
 COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)

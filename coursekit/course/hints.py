@@ -31,6 +31,7 @@ from pathlib import Path
 from attention_ref import hints as table
 from coursekit.course.cells import BEGIN_HIDDEN, END_HIDDEN, grade_id, is_test
 from coursekit.course.lessons import ROOT, Lesson, all_lessons
+from coursekit.course.reading import source_digest, source_to_notebook
 
 MARK = "Hint:"
 _FIELD = re.compile(r"\{(?!\{)")  # a replacement field of an f-string ("{{" is a brace)
@@ -242,8 +243,6 @@ def table_path(item: Lesson) -> Path:
 def table_text(item: Lesson) -> str:
     """The lesson's hint table as ``make notebooks`` writes it, with the digest of the source it
     was made from (publishing/current.py regenerates a lesson whose table is missing or stale)."""
-    from coursekit.course.sources import source_digest, source_to_notebook
-
     data = {
         "lesson": item.assignment,
         "made_by": "make notebooks, from the test cells of "
@@ -264,8 +263,6 @@ def write_table(item: Lesson) -> Path:
 
 def main(argv: list[str]) -> int:
     """List, lesson by lesson, how many hints move and which stay in view (built at run time)."""
-    from coursekit.course.sources import source_to_notebook
-
     for item in all_lessons(ROOT):
         moved, kept = 0, []
         for cell in source_to_notebook(item.source).cells:

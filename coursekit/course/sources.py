@@ -8,48 +8,19 @@ stock ``nbgrader`` commands work from the repo root on a fresh clone.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 from pathlib import Path
 
-import jupytext
 import nbformat
 
 from coursekit.course import hints
-from coursekit.course.cells import grade_id
 from coursekit.course.lessons import ROOT, all_lessons
+from coursekit.course.reading import source_digest, source_to_notebook
 
-# What JupyterLab writes into a notebook when its kernel starts: written in full here, so that
-# opening a lesson does not mark it modified. (The Python version, which JupyterLab adds too, is
-# the learner's: learner/workspace.py writes it into the learner's copy.)
-KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-LANGUAGE_INFO = {
-    "codemirror_mode": {"name": "ipython", "version": 3},
-    "file_extension": ".py",
-    "mimetype": "text/x-python",
-    "name": "python",
-    "nbconvert_exporter": "python",
-    "pygments_lexer": "ipython3",
-}
 # The notebook's record of the source it was made from (``make notebooks`` regenerates a
 # student notebook only when its source's digest differs: publishing/current.py).
 MADE_FROM = "attention_course"
-
-
-def source_digest(md_path: Path) -> str:
-    return hashlib.sha256(Path(md_path).read_bytes()).hexdigest()
-
-
-def source_to_notebook(md_path: Path) -> nbformat.NotebookNode:
-    """Read a lesson source; drop jupytext's own metadata, which would differ between versions."""
-    nb = jupytext.read(md_path)
-    nb.metadata.pop("jupytext", None)
-    nb.metadata["kernelspec"] = dict(KERNELSPEC)
-    nb.metadata["language_info"] = json.loads(json.dumps(LANGUAGE_INFO))
-    _stable_cell_ids(nb)
-    return nb
 
 
 def nbgrader_source(md_path: Path) -> nbformat.NotebookNode:
@@ -59,22 +30,6 @@ def nbgrader_source(md_path: Path) -> nbformat.NotebookNode:
     hints.strip_notebook(nb)
     nb.metadata[MADE_FROM] = {"source_sha256": source_digest(md_path)}
     return nb
-
-
-def _stable_cell_ids(nb: nbformat.NotebookNode) -> None:
-    """Cell ids that depend on the source only, so that regenerating changes nothing.
-
-    Graded cells are named by their grade_id; others by a hash of their text.
-    """
-    seen: set[str] = set()
-    for cell in nb.cells:
-        base = grade_id(cell) or "c-" + hashlib.sha1(cell.source.encode("utf-8")).hexdigest()[:10]
-        cell_id, n = base, 1
-        while cell_id in seen:
-            n += 1
-            cell_id = f"{base}-{n}"
-        seen.add(cell_id)
-        cell["id"] = cell_id
 
 
 # {notebook: (its source's and its own (mtime, size))} as this process last found them in sync:

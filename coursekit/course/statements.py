@@ -19,7 +19,7 @@ import re
 
 from coursekit.course.cells import grade_id, is_autograded_answer, is_graded, nbgrader_meta
 from coursekit.course.lessons import Lesson
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 
 STATEMENT = re.compile(
     r"\*\*(?P<label>Exercise (?P<number>\d+)|Challenge)\s*"

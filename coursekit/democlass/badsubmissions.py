@@ -450,7 +450,7 @@ def materials(
 def other_lesson_notebook(lesson: Lesson) -> nbformat.NotebookNode | None:
     """Another lesson's notebook (its solved source), for the 'other assignment' kind."""
     from coursekit.course.lessons import all_lessons
-    from coursekit.course.sources import source_to_notebook
+    from coursekit.course.reading import source_to_notebook
 
     for item in all_lessons(lesson.root):
         if item.assignment != lesson.assignment:

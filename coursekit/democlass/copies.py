@@ -24,7 +24,7 @@ import nbformat
 from coursekit.course.cells import grade_id, is_solution
 from coursekit.course.lessons import ROOT, all_lessons
 from coursekit.course.mistakes import read_alternatives
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.grading.similarity import similarity_of
 
 DISGUISES = ("rename", "reorder", "comments")

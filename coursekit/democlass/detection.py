@@ -28,7 +28,7 @@ import yaml
 
 from coursekit.course.lessons import all_lessons
 from coursekit.course.mistakes import fill_solutions, read_alternatives
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.democlass.disguises import DISGUISES, _solutions, disguised_copies, honest_notebooks
 from coursekit.grading.similarity import Settings, similarity_of
 

@@ -28,7 +28,7 @@ def _copy(edition: Path, target: Path) -> None:
     """Copy a student notebook for the learner, with the Python version their kernel reports:
     JupyterLab writes the kernel's language_info into a notebook it opens, and a notebook that
     holds a different one is marked modified before the learner typed anything (the rest of it
-    is in the edition already: coursekit.course.sources.LANGUAGE_INFO)."""
+    is in the edition already: coursekit.course.reading.LANGUAGE_INFO)."""
     nb = json.loads(edition.read_text(encoding="utf-8"))
     language = nb.setdefault("metadata", {}).setdefault("language_info", {})
     language["version"] = sys.version.split()[0]  # what ipykernel reports

@@ -31,7 +31,7 @@ import time  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from coursekit.course.lessons import all_lessons, lesson, missing_requirement  # noqa: E402
-from coursekit.course.sources import source_to_notebook  # noqa: E402
+from coursekit.course.reading import source_to_notebook  # noqa: E402
 from coursekit.mutants import counters as counter_file  # noqa: E402
 from coursekit.mutants import triage as triage_file  # noqa: E402
 from coursekit.mutants.execution import LessonBroken, run_lesson  # noqa: E402

@@ -165,7 +165,7 @@ def _read_reference(
 @cache
 def _lesson_grade_ids(root: str) -> dict[str, set[str]]:
     from coursekit.course.lessons import all_lessons
-    from coursekit.course.sources import source_to_notebook
+    from coursekit.course.reading import source_to_notebook
 
     out = {}
     for item in all_lessons(Path(root)):
