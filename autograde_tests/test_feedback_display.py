@@ -23,6 +23,11 @@ def _student_cell(name: str) -> str:
     return next(c.source for c in cells if grade_id(c) == name)
 
 
+SCALE_TEST = (
+    "expect_own_function(scale, 'scale')\n"
+    "expect_close(scale(np.ones(2)), 2 * np.ones(2), 'doubles')"
+)
+
 CELLS = {
     "imports": "import numpy as np\nfrom attention_ref.testing import expect_close, expect_dtype, "
     "expect_own_function, expect_shape",
@@ -34,6 +39,23 @@ CELLS = {
     "student test": _student_cell("test_causal_mask"),
     "traceback": "%tb",
     "assert": "assert 1 + 1 == 3, 'arithmetic: 1 + 1 is 2'",
+    # a false pass: an answer cell broken after it ran once
+    "answer": "def scale(x):\n    return 2 * x",
+    "its test": SCALE_TEST,
+    "answer broken": "def scale(x):\n    return (2 * x",
+    "its test again": SCALE_TEST,
+    "answer raising first": "1 / 0\ndef scale(x):\n    return 3 * x",
+    "its test through a helper": "def twice(x):\n    return scale(x)\n" + SCALE_TEST,
+    "answer fixed": "def scale(x):\n    return 2 * x",
+    "its test at last": SCALE_TEST,
+    "crash in a check": "expect_close(np.einsum('ij->i', np.ones(3)), np.ones(3),\n"
+    "             'rows of a batch')",
+    "lesson 3's kernel": "__session__ = 'work/lesson03/masking.ipynb'",
+    "given cell skipped": "mask_image",
+    "answer skipped": "leaks_future",
+    "answer never ran": "def never(x):\n    return (x",
+    "its test never ran": "expect_close(never(1), 1, 'never')",
+    "typo": "sclae(1)",
     "grading guard": "from coursekit.grading import guard\n"
     "guard.install(shell=get_ipython(), kernel=get_ipython().kernel)",
     "broken message": "class Broken(AssertionError):\n"
@@ -112,3 +134,53 @@ def test_a_submission_cannot_swallow_failures_while_graded(ran):
     assert "CustomTB was replaced" in _stdout(ran["guard check"])
     ename, evalue, _ = _error(ran["fails after"])
     assert ename == "AssertionError" and evalue.startswith("two ones")
+
+
+def test_a_test_never_passes_on_a_definition_its_cell_no_longer_holds(ran):
+    """A SyntaxError (or any error before the def ran) in the answer cell leaves the older
+    function in the kernel: the test below names the cell to fix instead of testing it."""
+    assert _stdout(ran["its test"]).strip() == PASSED
+    ename, evalue, shown = _error(ran["its test again"])
+    assert ename == "AssertionError" and PASSED not in _stdout(ran["its test again"])
+    count = list(CELLS).index("answer broken") + 1
+    assert evalue.startswith(
+        f"your cell that defines scale (In [{count}]) did not run to the end: it raised "
+        "SyntaxError: incomplete input (line 2): scale is still the older definition, which this "
+        "cell would test instead"
+    ), evalue
+    assert "Hint: fix that cell and run it first (Shift+Enter)" in evalue
+    assert shown.splitlines()[0].startswith("AssertionError: your cell that defines scale")
+    _, evalue, _ = _error(ran["its test through a helper"])  # through a function of the notebook
+    count = list(CELLS).index("answer raising first") + 1
+    assert f"(In [{count}]) did not run to the end: it raised ZeroDivisionError: division" in evalue
+    assert _stdout(ran["its test at last"]).strip() == PASSED
+
+
+def test_a_crash_inside_a_check_names_the_property_it_was_checking(ran):
+    ename, evalue, shown = _error(ran["crash in a check"])
+    assert ename == "ValueError" and "(raised while checking: rows of a batch)" in evalue, evalue
+    assert shown.splitlines()[0].startswith("ValueError: ") and "einsumfunc" not in shown, shown
+    assert "----> 1 expect_close(np.einsum" in shown and "%tb shows the whole traceback" in shown
+
+
+def test_a_missing_name_says_which_cell_defines_it(ran):
+    _, evalue, shown = _error(ran["given cell skipped"])
+    assert evalue == (
+        "name 'mask_image' is not defined\n  Hint: cells above this one define it (the first "
+        'under "2. The causal mask"): run them first (JupyterLab: Run > Run All Above Selected '
+        "Cell)"
+    ), evalue
+    _, evalue, _ = _error(ran["answer skipped"])
+    assert evalue.endswith(
+        'Hint: your answer to Exercise 6 (under "6. The leakage test: no information flows from '
+        'the future") defines it: run that cell first, and fix it if it raises'
+    ), evalue
+    _, evalue, _ = _error(ran["its test never ran"])
+    count = list(CELLS).index("answer never ran") + 1
+    assert evalue == (
+        f"name 'never' is not defined\n  Hint: your cell that defines never (In [{count}]) did "
+        "not run to the end: it raised SyntaxError: incomplete input (line 2): fix that cell "
+        "and run it first (Shift+Enter), then run this cell again"
+    ), evalue
+    ename, evalue, shown = _error(ran["typo"])  # no cell of the lesson binds it: Python's own
+    assert (ename, evalue) == ("NameError", "name 'sclae' is not defined")

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from attention_ref import hints as table
 from coursekit.course.cells import BEGIN_HIDDEN, END_HIDDEN, grade_id, is_test
+from coursekit.course.defining import defining_cells
 from coursekit.course.lessons import ROOT, Lesson, all_lessons
 from coursekit.course.reading import source_digest, source_to_notebook
 
@@ -243,12 +244,15 @@ def table_path(item: Lesson) -> Path:
 def table_text(item: Lesson) -> str:
     """The lesson's hint table as ``make notebooks`` writes it, with the digest of the source it
     was made from (publishing/current.py regenerates a lesson whose table is missing or stale)."""
+    notebook = source_to_notebook(item.source)
     data = {
         "lesson": item.assignment,
         "made_by": "make notebooks, from the test cells of "
         f"solutions/{item.assignment}/{item.name}.md (coursekit/course/hints.py): do not edit",
         "source_sha256": source_digest(item.source),
-        "test_cells": strip_notebook(source_to_notebook(item.source)),
+        # which cell binds each name, for a NameError (course/defining.py)
+        "names": defining_cells(notebook),
+        "test_cells": strip_notebook(notebook),
     }
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
+from attention_ref.hints import defined_names
 from coursekit.course.cells import grade_id, is_graded, is_solution, nbgrader_meta
 from coursekit.course.lessons import Lesson
 from coursekit.grading.feedback import hidden_outcome
@@ -32,6 +33,8 @@ class LessonCheck:
     state: str = "graded"  # graded, not started, no copy
     hidden: set[str] = field(default_factory=set)  # test cells that failed in a hidden test
     others: list[str] = field(default_factory=list)  # other cells that raised, named
+    # {name: the cell that should have defined it, and what it raised}
+    broken: dict[str, str] = field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -52,14 +55,14 @@ def started(mine: nbformat.NotebookNode, edition: nbformat.NotebookNode) -> bool
 
 
 def read_graded(check: LessonCheck, autograded: nbformat.NotebookNode) -> None:
-    """Which failures came from hidden tests, and which other cells raised (named)."""
-    heading, number = "the top of the lesson", 0
-    for cell in autograded.cells:
+    """Which failures came from hidden tests, and which other cells raised (named as the grader's
+    notes name cells: by grade_id, else "cell N", counting every cell from 1)."""
+    heading = "the top of the lesson"
+    for number, cell in enumerate(autograded.cells, 1):
         if cell.cell_type == "markdown":
             found = _HEADING.findall(cell.source)
             heading = found[-1].strip() if found else heading
             continue
-        number += 1
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         if not errors:
             continue
@@ -67,9 +70,11 @@ def read_graded(check: LessonCheck, autograded: nbformat.NotebookNode) -> None:
             if "BEGIN HIDDEN TESTS" in cell.source and hidden_outcome(cell)[0] == "failed":
                 check.hidden.add(grade_id(cell))
             continue
-        name = grade_id(cell) or f"code cell {number}"
+        name = grade_id(cell) or f"cell {number}"
         message = f"{errors[0].get('ename', 'Error')}: {errors[0].get('evalue', '')}"
         check.others.append(f'{name}, in "{heading}": {message.splitlines()[0][:90]}')
+        for defined in defined_names(cell.source):
+            check.broken.setdefault(defined, f'{name}, in "{heading}"')
 
 
 def _verdict(check: LessonCheck, cell) -> str:
@@ -80,6 +85,18 @@ def _verdict(check: LessonCheck, cell) -> str:
     if cell.grade_id in check.hidden:
         return "FAILED in a hidden test (the visible ones passed)"
     return "FAILED"
+
+
+def _broken_cell(check: LessonCheck, message: str) -> list[str]:
+    """For a test that failed on a name its cell never defined: that cell raised (below)."""
+    found = re.match(r"NameError: name '(\w+)' is not defined", message)
+    if not found or found.group(1) not in check.broken:
+        return []
+    name = found.group(1)
+    return [
+        f"(the cell that defines {name} raised before it did: {check.broken[name]},",
+        "listed below; fix that cell first)",
+    ]
 
 
 def lesson_table(check: LessonCheck) -> str:
@@ -96,6 +113,7 @@ def lesson_table(check: LessonCheck) -> str:
         if verdict.startswith("FAILED"):
             message = cell.message or "(no message)"
             lines += [" " * (width + 16) + part for part in message.splitlines()[:6]]
+            lines += [" " * (width + 16) + part for part in _broken_cell(check, message)]
     lines.append(f"  {'total':<{width}}{result.auto:>4g} / {result.max_score:<3g}")
     if check.others:
         lines.append("  Other cells that raised (a figure or demo that runs an unfinished answer):")

@@ -25,10 +25,12 @@ import functools
 import hashlib
 import json
 import linecache
+import re
 from pathlib import Path
 
 TABLES = Path(__file__).resolve().parent  # <lesson>.json, beside this file
 HIDDEN_MARKER = "### BEGIN HIDDEN TESTS"  # nbgrader's marker: what follows is not the learner's
+_DEF = re.compile(r"^(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)", re.M)
 
 
 def key(text: str) -> str:
@@ -64,6 +66,24 @@ def _statement(source: str, line: int) -> ast.stmt | None:
             if found is None or node.end_lineno - node.lineno < found.end_lineno - found.lineno:
                 found = node
     return found
+
+
+def defined_names(source: str) -> list[str]:
+    """The functions and classes a cell's top level defines (inside if/try/with too), parsed,
+    or, for a cell that does not parse, its unindented ``def``/``class`` lines."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return list(dict.fromkeys(_DEF.findall(source)))
+    names, todo = [], list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            todo += [n for n in getattr(node, field, None) or [] if isinstance(n, ast.AST)]
+    return list(dict.fromkeys(names))
 
 
 def statement_at(source: str, line: int) -> str | None:
@@ -102,6 +122,17 @@ def hint_for(source: str, line: int) -> str | None:
             return hint
     hints = {hint for _, hint in entries}
     return hints.pop() if len(hints) == 1 else None
+
+
+@functools.cache
+def names() -> dict[str, dict[str, dict]]:
+    """{lesson: {name: where the lesson binds it}} (coursekit/course/defining.py writes it):
+    which cell to run when a name is missing."""
+    found = {}
+    for path in sorted(TABLES.glob("*.json")):
+        table = json.loads(path.read_text(encoding="utf-8"))
+        found[table.get("lesson", path.stem)] = table.get("names", {})
+    return found
 
 
 def find(filename: str, line: int) -> str | None:

@@ -26,12 +26,16 @@ Standard library only, and IPython only when it is already running: nothing to i
 
 from __future__ import annotations
 
+import ast
+import inspect
 import linecache
 import os
 import sys
+import sysconfig
 from pathlib import Path
 
 from .. import hints
+from . import cell_runs
 
 COURSE = Path(__file__).resolve().parents[1]  # attention_ref/: the frames a learner never needs
 PASSED = "\u2713 passed: every check in this cell holds"
@@ -42,11 +46,16 @@ _RED, _GREEN, _RESET = "\x1b[0;31m", "\x1b[0;32m", "\x1b[0m"
 # change when it counts.
 _checks_run = [0]
 _course_paths: dict[str, bool] = {}
+_library_paths: dict[str, bool] = {}
 
 
 def note_check() -> None:
-    """Called by every check as it starts (through require_untampered)."""
+    """Called by every check as it starts (through require_untampered). The first check of a
+    cell fails if the cell would test a definition its own cell no longer holds
+    (cell_runs.expect_cells_ran)."""
     _checks_run[0] += 1
+    if _checks_run[0] == 1:
+        cell_runs.expect_cells_ran()
 
 
 def _is_course(filename: str) -> bool:
@@ -105,26 +114,86 @@ def _where(shell, filename: str, line: int, function: str) -> str:
 
 def compact(shell, etype, value, tb) -> tuple[str, list[str]] | None:
     """(the message shown as the error's value, the lines shown as its traceback), or None where
-    IPython's own traceback serves better (an error that never passed through the course)."""
+    IPython's own traceback serves better (an error that never passed through the course, in a
+    statement that checks nothing)."""
     frames = _frames(tb)
-    own = [frame for frame in frames if not _is_course(frame[0])]
+    own = [frame for frame in frames if not _is_course(frame[0]) and not _is_library(frame[0])]
     hidden = len(frames) - len(own)
-    if not own or not (issubclass(etype, AssertionError) or hidden):
+    if not own:
+        return None
+    failed = issubclass(etype, AssertionError)
+    missing = _missing_name_hint(shell, etype, value)
+    checking = None if failed or missing else _checked_property(shell, *own[0][:2])
+    if not (failed or any(_is_course(f[0]) for f in frames) or missing or checking):
         return None
     message = str(value)
-    hint = None
-    if issubclass(etype, AssertionError) and "Hint:" not in message:
+    hint = missing
+    if failed and "Hint:" not in message:
         hint = getattr(value, "hint", None) or hints.find(own[-1][0], own[-1][1])
-    evalue = message + (f"\n  Hint: {hint}" if hint else "")
+    evalue = message + (f"\n  (raised while checking: {checking})" if checking else "")
+    evalue += f"\n  Hint: {hint}" if hint else ""
     lines = [f"{_RED}{etype.__name__}{_RESET}: {evalue}", ""]
     for filename, line, function in own:
         lines += [_where(shell, filename, line, function), *_statement_lines(filename, line), ""]
     if hidden:
         lines.append(
-            f"({hidden} frame{'s' if hidden > 1 else ''} of the course's own code not shown: "
-            "%tb shows the whole traceback)"
+            f"({hidden} frame{'s' if hidden > 1 else ''} of the course's and the libraries' code "
+            "not shown: %tb shows the whole traceback)"
         )
     return evalue, ["\n".join(lines).rstrip("\n")]
+
+
+def _is_library(filename: str) -> bool:
+    """A frame of Python's own library or of an installed package (NumPy, PyTorch): never the
+    learner's code, never a notebook's cell."""
+    if filename not in _library_paths:
+        paths = {
+            sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")
+        }
+        _library_paths[filename] = any(_inside(filename, Path(p)) for p in paths if p)
+    return _library_paths[filename]
+
+
+def _checked_property(shell, filename: str, line: int) -> str | None:
+    """What the statement at ``line`` of a notebook's cell checks, when it is a course check
+    (its ``what``, as its failure would have named it) or an assert with a message: so that an
+    error raised while it ran (the learner's function crashing on a test's input, a hidden one
+    included) names the property, as a failed check does."""
+    text = hints.statement_at("".join(linecache.getlines(filename)), line)
+    try:
+        tree = ast.parse(text or "")
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):  # outermost first
+        if isinstance(node, ast.Assert) and isinstance(node.msg, ast.Constant):
+            return str(node.msg.value).split("Hint:")[0].strip() or None
+        name = getattr(node, "func", None)
+        name = getattr(name, "id", None) or getattr(name, "attr", None)
+        if isinstance(node, ast.Call) and str(name).startswith("expect_"):
+            what = _what_argument(shell, name, node)
+            if what:
+                return what
+    return None
+
+
+def _what_argument(shell, name: str, call: ast.Call) -> str | None:
+    """The literal ``what`` argument of a call of the check ``name`` (None if it has none)."""
+    check = (getattr(shell, "user_ns", None) or {}).get(name)
+    try:
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        bound = inspect.signature(check).bind_partial(*call.args, **keywords).arguments
+    except (TypeError, ValueError):  # not a function here, or a call it cannot take (*args)
+        return None
+    what = bound.get("what")
+    return what.value if isinstance(what, ast.Constant) and isinstance(what.value, str) else None
+
+
+def _missing_name_hint(shell, etype, value) -> str | None:
+    """For a NameError (not an unbound local): which cell to run (cell_runs.name_error_hint)."""
+    name = getattr(value, "name", None)
+    if not issubclass(etype, NameError) or issubclass(etype, UnboundLocalError) or not name:
+        return None
+    return cell_runs.name_error_hint(name, getattr(shell, "user_ns", None) or {})
 
 
 def show(shell, etype, value, tb, tb_offset=None):
@@ -146,22 +215,35 @@ def show(shell, etype, value, tb, tb_offset=None):
     return None
 
 
-def _before_cell(*_args) -> None:
+def _before_cell(info=None) -> None:
     _checks_run[0] = 0
+    shell = _shell()
+    try:
+        cell_runs.before_cell(getattr(info, "raw_cell", None), shell.user_ns)
+    except Exception:  # noqa: BLE001 -- bookkeeping must never print "Error in callback"
+        cell_runs.forget()
 
 
 def _after_cell(result) -> None:
     if _checks_run[0] and getattr(result, "success", False):
         print(PASSED)
     _checks_run[0] = 0
+    shell = _shell()
+    try:
+        cell_runs.after_cell(result, shell.user_ns)
+    except Exception:  # noqa: BLE001 -- as in _before_cell
+        cell_runs.forget()
+
+
+def _shell():
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython is not None else None
 
 
 def register(shell=None) -> bool:
     """Show failed checks compactly in this IPython (the one running, if ``shell`` is None); say
     so when a cell's checks pass. Does nothing outside IPython, or where another handler is set."""
-    if shell is None:
-        ipython = sys.modules.get("IPython")
-        shell = ipython.get_ipython() if ipython is not None else None
+    shell = shell if shell is not None else _shell()
     if shell is None or not hasattr(shell, "set_custom_exc"):
         return False
     if shell.custom_exceptions:
