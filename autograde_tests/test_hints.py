@@ -4,8 +4,10 @@ takes them out of every notebook made from a lesson; attention_ref.hints finds t
 from __future__ import annotations
 
 import ast
+import io
 import json
 import shutil
+import tokenize
 
 import nbformat
 import pytest
@@ -60,6 +62,20 @@ def test_a_message_loses_its_hint_and_keeps_what_failed():
     assert len(stripped.kept) == 1
 
 
+def test_a_hint_in_a_literal_of_its_own_leaves_no_empty_string_behind():
+    cell = (
+        "assert ok, (\n"
+        '    "nothing was written yet. "\n'
+        '    "Hint: write first, then read")\n'
+        'assert ok, "Hint: all of it"\n'
+    )
+    stripped = hints.strip_cell(cell)
+    assert stripped.source == (
+        'assert ok, (\n    "nothing was written yet. ")\nassert ok, ""\n'
+    )  # a message that was all hint keeps an empty one: the assert still has a message
+    assert [hint for _, hint in stripped.moved] == ["write first, then read", "all of it"]
+
+
 def test_hidden_tests_keep_their_hints():
     cell = (
         'expect_close(a, b, "seen", hint="out of sight")\n'
@@ -88,6 +104,18 @@ def _shape(source: str) -> str:
     return ast.dump(Blank().visit(ast.parse(source)))
 
 
+def _empty_pieces(source: str) -> list[str]:
+    """Empty string literals joined to another literal (``"..." ""``): what a learner reads as a
+    leftover."""
+    strings = [[]]
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.STRING:
+            strings[-1].append(token.string)
+        elif token.type not in (tokenize.NL, tokenize.COMMENT):
+            strings.append([])
+    return [p for run in strings if len(run) > 1 for p in run if p in ('""', "''")]
+
+
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)
 def test_only_hints_leave_the_test_cells(lesson):
     """Every check stays as it was written; no visible hint is left but those built at run time."""
@@ -101,6 +129,7 @@ def test_only_hints_leave_the_test_cells(lesson):
         assert not [k for k in left if k.arg == "hint" and isinstance(k.value, ast.Constant)
                     and isinstance(k.value.value, str)], grade_id(cell)  # fmt: skip
         assert visible.count(hints.MARK) == sum(k.count(hints.MARK) for k in stripped.kept)
+        assert not _empty_pieces(visible), f"{grade_id(cell)}: an empty string where a hint was"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)

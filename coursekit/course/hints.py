@@ -142,7 +142,10 @@ def _message_edit(message: ast.expr, source: bytes, starts: list[int]):
             return "kept"
         kept = body[:at].rstrip(" ")
         kept = kept[:-2].rstrip(" ") if kept.endswith("\\n") else kept
-        new = segment[:begin] + f"{prefix}{quote}{kept}{quote}"
+        if kept or not number:
+            new = segment[:begin] + f"{prefix}{quote}{kept}{quote}"
+        else:  # the hint was a literal of its own: drop it, not leave "" behind
+            new = segment[: literals[number - 1][1]]
         return start, end, new.encode("utf-8"), " ".join("".join(values).split())
     return None
 
