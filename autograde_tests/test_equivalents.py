@@ -17,7 +17,7 @@ import pytest
 from attention_ref import equivalents as table
 from attention_ref.testing import ownership
 from coursekit.course.lessons import all_lessons
-from coursekit.course.sources import source_to_notebook
+from coursekit.course.reading import source_to_notebook
 from coursekit.mutants import equivalents
 
 pytestmark = pytest.mark.unit

@@ -91,7 +91,7 @@ def fake_runs(values) -> list[dict]:
 
 
 def record_for(item, runs) -> dict:
-    from coursekit.course.sources import source_to_notebook
+    from coursekit.course.reading import source_to_notebook
 
     (declared,) = experiments.declared(item)
     current = experiments.experiment_hash(source_to_notebook(item.source), declared)

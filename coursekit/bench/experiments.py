@@ -72,7 +72,7 @@ def run_condition(item, experiment: spec.Declared, condition: Condition, bar) ->
     import nbclient
     import nbformat
 
-    from coursekit.course.sources import source_to_notebook
+    from coursekit.course.reading import source_to_notebook
 
     nb = nbformat.v4.new_notebook(metadata=source_to_notebook(item.source).metadata)
     nb.cells = [*spec.prelude(source_to_notebook(item.source), experiment.cell)]
@@ -137,7 +137,7 @@ def machine() -> str:
 
 def record_experiment(item, experiment: spec.Declared, show: bool = True) -> dict:
     """Run ``experiment`` under every condition and write its record; the record."""
-    from coursekit.course.sources import source_to_notebook
+    from coursekit.course.reading import source_to_notebook
 
     current = spec.experiment_hash(source_to_notebook(item.source), experiment)
     start = time.perf_counter()

@@ -22,7 +22,7 @@ from coursekit.course.numerics import Condition, parse_condition
 
 def missing_quotes(item, condition: Condition) -> tuple[float, list[str]]:
     """(seconds, the quotes of lesson ``item`` that no earlier cell printed) under ``condition``."""
-    from coursekit.course.sources import source_to_notebook
+    from coursekit.course.reading import source_to_notebook
 
     nb = source_to_notebook(item.source)
     with conditions.environment(condition):

@@ -224,7 +224,7 @@ def _record_problems(experiment: Declared, record: dict, current: str) -> list[s
 
 def problems(item: Lesson) -> list[str]:
     """What is wrong with the lesson's declared experiments and their record (see the doc)."""
-    from coursekit.course.sources import source_to_notebook
+    from coursekit.course.reading import source_to_notebook
 
     nb = source_to_notebook(item.source)
     records, found = read_records(item), []

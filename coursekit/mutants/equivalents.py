@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 
 from coursekit.course.cells import grade_id, is_test  # noqa: E402
 from coursekit.course.lessons import ROOT, SOLUTIONS, all_lessons, lesson  # noqa: E402
-from coursekit.course.sources import source_to_notebook  # noqa: E402
+from coursekit.course.reading import source_to_notebook  # noqa: E402
 from coursekit.mutants.execution import _workdir, run_cell  # noqa: E402
 from coursekit.mutants.forks import Forks  # noqa: E402
 from coursekit.mutants.plan import exercises, graded_cells  # noqa: E402
