@@ -100,4 +100,6 @@ def _plain(heading: str) -> str:
     for tex, shown in _TEX.items():
         text = text.replace(tex, shown)
     text = re.sub(r"\\([A-Za-z]+)", r"\1", text)
-    return " ".join(text.replace("`", "").replace("**", "").replace("$", "").split())
+    for markup in ("`", "**", "$", "{", "}"):
+        text = text.replace(markup, "")
+    return " ".join(text.split())
