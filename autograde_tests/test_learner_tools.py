@@ -195,29 +195,49 @@ def test_make_check_says_what_failed_where_and_sums_up():
     demo.outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="name 'x' is not "
                                            "defined", traceback=[])]  # fmt: skip
     hidden = "check(1)\n### BEGIN HIDDEN TESTS\ncheck(2)\n### END HIDDEN TESTS"
+    broken = nbformat.v4.new_code_cell("def swiglu(x):\n    return (x")
+    broken.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "swiglu"}
+    broken.outputs = [nbformat.v4.new_output("error", ename="SyntaxError", evalue="incomplete "
+                                             "input (1.py, line 2)", traceback=[])]  # fmt: skip
     graded = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("## 2. The causal mask\n\nText."),
         test_cell("test_hidden", hidden, 3), test_cell("test_visible", hidden, 1), demo,
+        nbformat.v4.new_markdown_cell("## SwiGLU"), broken,
     ])  # fmt: skip
     cells = [
         CellResult("test_hidden", 0, 2, "AssertionError: the hidden case"),
         CellResult("test_visible", 0, 3, "AssertionError: the visible case"),
         CellResult("test_blank", 0, 5, "NotImplementedError: "),
         CellResult("test_done", 4, 4),
+        CellResult("test_swiglu", 0, 1, "NameError: name 'swiglu' is not defined"),
     ]
-    found = summary.LessonCheck(LESSON, 14, NotebookResult("you", LESSON, "graded", 4, 14, cells))
+    review = ("[review] processes: socket.create_connection (opens network connections) (cell 61: "
+              "socket.create_connection((host, 443), timeout=2) in a copied cell of the real "
+              "model's download)")  # fmt: skip
+    found = summary.LessonCheck(
+        LESSON, 14, NotebookResult("you", LESSON, "graded", 4, 14, cells, findings=[review])
+    )
     summary.read_graded(found, graded)
     assert found.hidden == {"test_hidden"}
-    assert found.others == ['code cell 3, in "2. The causal mask": NameError: name \'x\' is not '
-                            "defined"]  # fmt: skip
+    assert found.others == [  # numbered as the grader's notes number cells: all of them, from 1
+        "cell 4, in \"2. The causal mask\": NameError: name 'x' is not defined",
+        'swiglu, in "SwiGLU": SyntaxError: incomplete input (1.py, line 2)',
+    ]
     table = summary.lesson_table(found)
     assert "FAILED in a hidden test (the visible ones passed)" in table
     assert re.search(r"test_visible\s+0 / 3\s+FAILED\n", table) and "the visible case" in table
     assert re.search(r"test_blank\s+0 / 5\s+not attempted\n", table)
-    assert "NotImplementedError" not in table and "code cell 3" in table
+    assert "NotImplementedError" not in table and "cell 4, in" in table
+    notes = table.split("Notes from the grader:\n")[1].split()
+    assert " ".join(notes) == review  # over lines, every word whole
+    assert re.search(
+        r"NameError: name 'swiglu' is not defined\n\s+\(the cell that defines "
+        r"swiglu raised before it did: swiglu, in \"SwiGLU\",\n\s+listed below",
+        table,
+    )
     never = summary.LessonCheck(SECOND, 10, state="not started")
     total = summary.summary([found, never])
-    assert "2 failed, of which 1 in hidden tests, 1 not attempted" in total
+    assert "3 failed, of which 1 in hidden tests, 1 not attempted" in total
     assert re.search(rf"{SECOND.assignment}\s+- / 10\s+not started", total)
     assert re.search(r"overall\s+4 / 24\s+\(1 of 2 lessons started: 4 / 14 of theirs\)", total)
 
@@ -251,3 +271,18 @@ def test_make_lab_puts_the_tutors_rules_beside_the_learners_work(tmp_path):
             assert rule in rules, rule
     lines = workspace.notices([f"new lesson: work/{LESSON.assignment}/{LESSON.name}.ipynb"])
     assert LESSON.assignment in lines[0] and "Save" in lines[-1] and "make check" in lines[-1]
+
+
+@pytest.mark.unit
+def test_make_checks_estimate_for_lessons_side_by_side_waits_for_the_longest(tmp_path):
+    """Two lessons on two cores take as long as the longer one at least (the estimate of
+    2026-12-07 said 13 s for two that took 22 s)."""
+    (tmp_path / selfcheck.COURSES).mkdir(parents=True)
+    times = {LESSON.assignment: {"grade": 20.0}, SECOND.assignment: {"grade": 12.0}}
+    (tmp_path / selfcheck.TIMES).write_text(json.dumps(times))
+    both = [selfcheck.LessonCheck(item, 10) for item in (LESSON, SECOND)]
+    assert selfcheck._estimate(both, 2, tmp_path).endswith(
+        ": about 20 s, as the last checks took here."
+    )
+    assert "about 32 s" in selfcheck._estimate(both, 1, tmp_path)
+    assert "first check" in selfcheck._estimate(both[:1], 1, tmp_path / "elsewhere")

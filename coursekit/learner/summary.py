@@ -9,6 +9,7 @@ the notebook), and the other cells that raised are named by where they are in th
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 import nbformat
@@ -122,7 +123,11 @@ def lesson_table(check: LessonCheck) -> str:
         lines.append("  An instructor's grader would hold these points until someone reads it:")
     elif result.findings:
         lines.append("  Notes from the grader:")
-    lines += [f"    {str(finding)[:160]}" for finding in result.findings[:8]]
+    for finding in result.findings[:8]:  # whole words, over lines: never cut mid-word
+        lines += textwrap.wrap(
+            str(finding), 100, initial_indent="    ", subsequent_indent="      ",
+            break_long_words=False, max_lines=4, placeholder=" ...",
+        )  # fmt: skip
     return "\n".join(lines)
 
 
