@@ -45,7 +45,7 @@ BOOK_SETTINGS := build/book-settings/$(EDITION)
 $(shell mkdir -p $(dir $(BOOK_SETTINGS)) && printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' \
     | cmp -s - $(BOOK_SETTINGS) || printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' > $(BOOK_SETTINGS))
 
-.PHONY: help install bytecode book bench bench-book lab check notebooks test test-fast lint test-mistakes mutants equivalents browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
+.PHONY: help install bytecode book bench bench-book versions lab check notebooks test test-fast lint test-mistakes mutants equivalents browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
 .DEFAULT_GOAL := help
 
 help:
@@ -61,6 +61,7 @@ help:
 	@echo "make notebooks   regenerate the student edition in notebooks/ from solutions/"
 	@echo "make bench       the course's performance numbers: lessons, attention, memory, grading, GPU"
 	@echo "make bench-book  time a full book build and a rebuild after editing one lesson"
+	@echo "make versions    the course with the oldest and newest versions it promises, and as on Colab (GBs; not in make test)"
 	@echo "make autograde LESSON=lesson01   instructors: grade submitted/*/LESSON (nbgrader on Dask: all cores or a cluster, report)"
 	@echo "make sandbox     instructors: install bubblewrap, the OS sandbox every grading kernel runs in"
 	@echo "make accept LESSON=lesson01 STUDENT=s  instructors: count a held submission's points after review"
@@ -156,6 +157,15 @@ bench: | $(STAMP)
 
 bench-book: $(MATHJAX) | $(STAMP)
 	$(PY) -m coursekit.bench.book
+
+# The range pyproject.toml promises, tested (coursekit/bench/versions.py): the reference tests and
+# every lesson with the oldest versions it claims and the newest the registries serve, and every
+# lesson as on Colab, each in its own environment in build/versions/. Downloads GBs (PyPI's
+# PyTorch brings NVIDIA's libraries); not part of make test. VERSIONS_FLAGS="--sets oldest
+# --lessons lesson12" narrows it; --reuse keeps the environments of the last run.
+VERSIONS_FLAGS ?=
+versions: | $(STAMP)
+	$(PY) -m coursekit.bench.versions $(VERSIONS_FLAGS)
 
 notebooks: $(STUDENT_NOTEBOOKS)
 
