@@ -9,7 +9,6 @@ import os
 import sys
 
 from coursekit import bench
-from coursekit.bench.experiments import bench_experiments
 from coursekit.bench.lessons import selected_lessons
 from coursekit.bench.report import TINY, Config, Table, machine_line
 from coursekit.course.nbgrader_cli import nbgrader_env
@@ -23,15 +22,20 @@ def run(sections: tuple[str, ...], cfg: Config, experiments: tuple[str, ...] = (
     # nbclient's kernel and `make` find this environment's python first, as under `make bench`
     os.environ["PATH"] = nbgrader_env()["PATH"]
     tables: list[Table] = []
+
+    def experiments_table():  # imported here: it needs yaml, which a bare GPU machine lacks
+        from coursekit.bench.experiments import bench_experiments
+
+        chosen = selected_lessons(dataclasses.replace(cfg, lessons=True))
+        return [bench_experiments(chosen, experiments)]
+
     steps = {
         "lessons": lambda: [bench.bench_lessons(cfg)],
         "attention": lambda: [bench.bench_attention_cpu(cfg)],
         "memory": lambda: [bench.bench_memory(cfg)],
         "grading": lambda: [bench.bench_grading(cfg)],
         "gpu": lambda: bench.bench_gpu(cfg),
-        "experiments": lambda: [
-            bench_experiments(selected_lessons(dataclasses.replace(cfg, lessons=True)), experiments)
-        ],
+        "experiments": experiments_table,
     }
     for section in sections:
         print(f"  measuring: {section} ...", file=sys.stderr, flush=True)
