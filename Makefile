@@ -184,11 +184,13 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # no course list, no Create Assignment panel, no news pop-up; classroom/solo-lab/ takes out what
 # needs a class (the Assignment List, which needs the hub's exchange). Jupyter logs warnings only,
 # so that the course's notices (workspace.py) stand right above the address to open.
+# Lesson 11's kernels' builds are kept in .venv for the learner's next run of a test cell (the
+# learner's own environment: make check's sandbox reads them, and nobody else's grading does).
 LAB_CONFIG := $(CURDIR)/classroom/solo-lab:$(CURDIR)/classroom/learner
 lab: notebooks | $(LEARNER_STAMP)
 	@$(PY) -m coursekit.learner.workspace
 	@JUPYTER_CONFIG_PATH=$(LAB_CONFIG)$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
-	    $(VENV)/bin/jupyter lab --notebook-dir=work $(ROOT_FLAG) \
+	    ATTENTION_REF_KEEP_BUILDS=1 $(VENV)/bin/jupyter lab --notebook-dir=work $(ROOT_FLAG) \
 	    --ServerApp.log_level=WARN --LabApp.log_level=WARN $(LAB_FLAGS)
 
 check: $(LEARNER_STAMP) bytecode
