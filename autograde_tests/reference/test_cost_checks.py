@@ -272,3 +272,21 @@ def _writes_into(memory, x):
 
 def test_no_hidden_state_is_not_fooled_by_a_result_of_none():
     assert expect_no_hidden_state(_writes_into, {}, 3, what="state in memory") is None
+
+
+class _Slotted:
+    __slots__ = ("kept", "unset")
+
+    def __init__(self, kept):
+        self.kept = kept
+
+
+def test_holdings_follow_slots_deques_partials_and_cells():
+    import collections
+    import functools
+
+    assert holdings(_Slotted(np.zeros(4))).array_bytes == 32  # a slot never set is skipped
+    assert holdings(collections.deque([np.zeros(2), np.zeros(3)])).array_bytes == 40
+    assert holdings(functools.partial(max, np.zeros(5), key=np.zeros(6))).array_bytes == 88
+    kept = np.zeros(7)
+    assert holdings([lambda: kept]).array_bytes == 0  # a library-less lambda is not the notebook's
