@@ -42,6 +42,7 @@ _SCRIPT = textwrap.dedent(
         "rng": np.random.default_rng(0),
         "gen": torch.Generator(),
         "text": "abc",
+        "device": torch.device("cpu"),
     }
     held = holdings(state)
     assert held.array_bytes == 24 + 8 + 32 + 40, held
