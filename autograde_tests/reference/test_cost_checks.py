@@ -290,4 +290,3 @@ def test_holdings_follow_slots_deques_partials_and_cells():
     assert holdings(functools.partial(max, np.zeros(5), key=np.zeros(6))).array_bytes == 88
     kept = np.zeros(7)
     assert holdings([lambda: kept]).array_bytes == 0  # a library-less lambda is not the notebook's
-
