@@ -1,5 +1,6 @@
 """The learner's path, in a real JupyterLab in Chromium: a fresh clone, `make lab`, a wrong answer,
-its message on the first screen, a right answer, and the attention viewer.
+its message on the first screen, a right answer, the answer broken again (no ✓ for the definition
+left in the kernel), a skipped cell named, and the attention viewer.
 
 The clone shares this repository's .venv (a fresh one would install gigabytes); its
 pyproject.toml and constraints.txt are dated back so that make sees the environment as current,
@@ -145,9 +146,51 @@ def test_a_learners_wrong_answer_then_right_answer_then_the_viewer(lab, browser)
         assert passed.inner_text().strip() == "\u2713 passed: every check in this cell holds"
         assert not test.locator("[data-mime-type='application/vnd.jupyter.stderr']").count()
 
+        _no_pass_for_an_answer_that_no_longer_runs(page, answer, test)
+        _a_skipped_cell_is_named(page)
         _viewer_in_jupyterlab(page)
     finally:
         context.close()
+
+
+def _output_text(cell) -> str:
+    output = cell.locator(".jp-OutputArea-output").first
+    output.wait_for(timeout=60_000)
+    return output.inner_text()
+
+
+def _no_pass_for_an_answer_that_no_longer_runs(page, answer, test) -> None:
+    """The answer cell broken by a SyntaxError after it ran: its test names the cell to fix,
+    where it used to print ✓ for the definition still in the kernel; fixed, ✓ again."""
+    _type_into(page, answer, RIGHT.replace("dtype=bool)", "dtype=bool"))  # a ( left open
+    _run(page, answer)
+    assert "SyntaxError" in _output_text(answer)
+    _run(page, test)
+    shown = _output_text(test)
+    assert re.match(
+        r"AssertionError: your cell that defines causal_mask \(In \[\d+\]\) did not run to the "
+        r"end: it raised SyntaxError: .*causal_mask is still the older definition",
+        shown,
+    ), shown
+    assert "Hint: fix that cell and run it first" in shown and "\u2713" not in shown
+    _type_into(page, answer, RIGHT)
+    _run(page, answer)
+    _run(page, test)
+    assert _output_text(test).strip() == "\u2713 passed: every check in this cell holds"
+
+
+def _a_skipped_cell_is_named(page) -> None:
+    """A name that a given cell further down binds, used before that cell ran: the NameError
+    says which cell to run."""
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")
+    cell = page.locator(".jp-Notebook-cell.jp-mod-active").element_handle()
+    page.keyboard.press("Enter")
+    page.keyboard.insert_text("mask_image")
+    page.keyboard.press("Shift+Enter")
+    shown = cell.wait_for_selector(".jp-OutputArea-output", timeout=60_000).inner_text()
+    assert shown.startswith("NameError: name 'mask_image' is not defined"), shown
+    assert 'Hint: cells above this one define it (the first under "2. The causal mask")' in shown
 
 
 def _viewer_in_jupyterlab(page) -> None:
