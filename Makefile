@@ -36,7 +36,7 @@ STUDENT_NOTEBOOKS := $(patsubst solutions/%.md,notebooks/%.ipynb,$(LESSON_SOURCE
 # What a built page depends on: the lessons import the library; these tools make the pages.
 LIBRARY := $(shell find solutions/attention_ref -name '*.py' 2>/dev/null)
 BOOK_TOOLS := $(wildcard coursekit/publishing/book.py coursekit/publishing/sphinx_*.py) \
-    coursekit/course/sources.py coursekit/course/lessons.py
+    coursekit/course/sources.py coursekit/course/reading.py coursekit/course/lessons.py
 BOOK_PAGES := $(wildcard book/*.md book/*.yml book/*.bib book/_assets/*)
 BOOK_INDEX := book/_build/$(EDITION)/_build/html/index.html
 # The settings a book was built with, rewritten only when they change: a new address rebuilds
@@ -84,11 +84,15 @@ PIP_SOURCES := $(PY) -m pip config list \
     | sed -n "s/^[^.]*\.\(index-url\|extra-index-url\|find-links\)='\(.*\)'$$/\1 \2/p" \
     | awk '{ for (i = 2; i <= NF; i++) if (!seen[$$1 $$i]++) print "--" $$1 "=" $$i }'
 # $(call install_extras,EXTRAS): the course with pyproject.toml's EXTRAS, at constraints.txt's pins.
+# What a learner sees: a plain line or two and progress (coursekit/learner/install.py), not the
+# commands.
 define install_extras
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt uv
-	sources=$$($(PIP_SOURCES)) && $(UV) pip install --quiet --python $(PY) --native-tls \
-	    --index-strategy unsafe-best-match --compile-bytecode $$sources -c constraints.txt -e ".[$(1)]"
+	@test -x $(PY) || { echo "Setting up .venv, this course's own Python environment (once)."; \
+	    $(PYTHON) -m venv $(VENV); }
+	@$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt uv
+	@sources=$$($(PIP_SOURCES)) && $(PY) -m coursekit.learner.install $(1) -- \
+	    $(UV) pip install --python $(PY) --system-certs --index-strategy unsafe-best-match \
+	    --compile-bytecode $$sources -c constraints.txt -e ".[$(1)]"
 	@# uv, like pip, never removes what an older constraints.txt installed: uninstall what is no
 	@# longer pinned. Names compared as PEP 503 normalizes them: pip freeze writes huggingface_hub
 	@# where constraints.txt has huggingface-hub, and the two must not look like different packages.

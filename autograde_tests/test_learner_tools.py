@@ -286,3 +286,40 @@ def test_make_checks_estimate_for_lessons_side_by_side_waits_for_the_longest(tmp
     )
     assert "about 32 s" in selfcheck._estimate(both, 1, tmp_path)
     assert "first check" in selfcheck._estimate(both[:1], 1, tmp_path / "elsewhere")
+
+
+@pytest.mark.unit
+def test_the_first_install_says_what_and_how_big_then_progress_not_the_package_list(tmp_path):
+    from coursekit.learner import install
+
+    fake_uv = tmp_path / "uv"  # answers `uv cache dir`, then installs as uv prints it
+    cache = tmp_path / "cache"
+    fake_uv.write_text(
+        f"#!{sys.executable}\n"
+        "import sys, time, pathlib\n"
+        f"if sys.argv[1:] == ['cache', 'dir']: print({str(cache)!r}); sys.exit(0)\n"
+        "print('Resolved 175 packages in 1.2s', flush=True)\n"
+        f"pathlib.Path({str(cache)!r}).mkdir(exist_ok=True)\n"
+        f"pathlib.Path({str(cache)!r}, 'torch.whl').write_bytes(bytes(30 * 2**20))\n"
+        "time.sleep(0.5)\n"
+        "print('Prepared 170 packages in 0.5s')\n"
+        "print('Installed 175 packages in 0.1s')\n"
+        "print(' + torch==2.13.0')\n"
+        "sys.exit(int(sys.argv[1]))\n"
+    )
+    fake_uv.chmod(0o755)
+    said = []
+    install.EVERY = 0.2
+    assert install.run("learner", [str(fake_uv), "0", "--compile-bytecode"], say=said.append) == 0
+    assert said[0] == install.announce("learner") and "175 packages" in said[0] and "MB" in said[0]
+    assert [s.strip() for s in said if s.strip().startswith(("Resolved", "Installed"))] == [
+        "Resolved 175 packages in 1.2s", "Installed 175 packages in 0.1s"]  # fmt: skip
+    assert any(re.fullmatch(r"  \.\.\. \d+ s: 30 MB fetched and unpacked so far", s) for s in said)
+    assert not any("torch==" in s for s in said)  # not uv's list of every package
+    assert said[said.index("  Installed 175 packages in 0.1s") + 1] == install.COMPILING
+    said.clear()
+    assert install.run("learner", [str(fake_uv), "3"], say=said.append) == 3
+    assert said[-1].startswith("uv failed; all it printed:") and "+ torch==2.13.0" in said[-1]
+    readme = (LESSON.root / "README.md").read_text()
+    count, download, size = install.LEARNER_SET
+    assert f"{count} packages, a download of {download} MB and {size} GB in `.venv`" in readme
