@@ -154,6 +154,40 @@ def test_hovering_or_focusing_a_token_shows_where_each_head_attends(browser, axe
         context.close()
 
 
+def _column_in_sight(page, column: int) -> bool:
+    """Whether key ``column``'s cells lie inside the table's scrolling box."""
+    return page.evaluate(
+        """k => { const box = document.querySelector('.av-scroll').getBoundingClientRect();
+                  const cell = document.querySelectorAll('tbody tr')[0]
+                      .querySelectorAll('td')[k].getBoundingClientRect();
+                  return cell.left >= box.left - 1 && cell.right <= box.right + 1; }""",
+        column,
+    )
+
+
+@pytest.mark.browser
+def test_a_table_wider_than_its_box_follows_the_chosen_query(browser):
+    """A late query's own key (the diagonal: its most recent keys) lay off the box's right edge
+    in a notebook narrower than the table (2026-12-07): the box scrolls to it, and back."""
+    weights, tokens = language_model()
+    context = browser.new_context(viewport={"width": 480, "height": 800})
+    page = context.new_page()
+    page.set_content('<!doctype html><html lang="en"><head><title>v</title></head><body>'
+                     f"{AttentionView(weights, tokens).to_html()}</body></html>")  # fmt: skip
+    try:
+        width = page.evaluate("() => document.querySelector('.av-scroll').clientWidth")
+        assert page.evaluate("() => document.querySelector('.av-scroll').scrollWidth") > width
+        assert not _column_in_sight(page, 20)
+        page.locator(".av-query").nth(20).focus()
+        np.testing.assert_allclose(_shown(page), torch.stack([w[0] for w in weights])[0, :, 20],
+                                   rtol=1e-5)  # fmt: skip
+        assert _column_in_sight(page, 20)
+        page.keyboard.press("Home")
+        assert _column_in_sight(page, 0)
+    finally:
+        context.close()
+
+
 @pytest.mark.unit
 def test_an_installed_course_carries_the_viewer_and_the_hints(tmp_path):
     """What `pip install git+...` (Colab) builds: the viewer's style and script and every lesson's

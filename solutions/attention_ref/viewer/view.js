@@ -13,6 +13,7 @@
   const rows = Array.from(root.querySelectorAll(".av-table tbody tr")).map(
     (tr) => Array.from(tr.querySelectorAll("td")));
   const status = root.querySelector(".av-status");
+  const scroller = root.querySelector(".av-scroll");
   const DARK = [8, 48, 107];
   let layer = 0;
   let query = 0;
@@ -57,6 +58,30 @@
     });
     layers.forEach((button, l) => button.setAttribute("aria-pressed", String(l === layer)));
     status.textContent = describe();
+    follow();
+  }
+
+  // A table wider than its box scrolls to the chosen query's own key (self-attention: the
+  // diagonal, where a late query's recent keys are), else to the key it weighs most; only
+  // sideways, and only when that column is out of sight.
+  function follow() {
+    if (!scroller || !rows.length || scroller.scrollWidth <= scroller.clientWidth) {
+      return;
+    }
+    const selfAttention = data.keys.length === data.queries.length;
+    let column = selfAttention ? query : 0;
+    if (!selfAttention) {
+      const totals = data.keys.map((_, k) =>
+        data.weights[layer].reduce((sum, head) => sum + head[query][k], 0));
+      column = totals.indexOf(Math.max.apply(null, totals));
+    }
+    const cell = rows[0][column];
+    const left = cell.getBoundingClientRect().left - scroller.getBoundingClientRect().left +
+      scroller.scrollLeft;
+    const right = left + cell.offsetWidth;
+    if (left < scroller.scrollLeft || right > scroller.scrollLeft + scroller.clientWidth) {
+      scroller.scrollLeft = Math.max(0, right - scroller.clientWidth / 2);
+    }
   }
 
   function choose(q) {
