@@ -45,7 +45,7 @@ BOOK_SETTINGS := build/book-settings/$(EDITION)
 $(shell mkdir -p $(dir $(BOOK_SETTINGS)) && printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' \
     | cmp -s - $(BOOK_SETTINGS) || printf '%s\n' '$(BOOK_REPOSITORY)' '$(BOOK_BRANCH)' > $(BOOK_SETTINGS))
 
-.PHONY: help install bytecode book bench bench-book versions lab check notebooks test test-fast lint test-mistakes mutants equivalents browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
+.PHONY: help install bytecode book bench bench-book versions lab check upgrade notebooks test test-fast lint test-mistakes mutants equivalents browser sandbox autograde accept grade-class feedback hub proxy classroom-env clean
 .DEFAULT_GOAL := help
 
 help:
@@ -55,6 +55,7 @@ help:
 	@echo "make lint        ruff: the style pyproject.toml declares (make test runs it first)"
 	@echo "make lab         open JupyterLab on your own copy of the student notebooks (work/)"
 	@echo "make check       grade your saved copies of the lessons you started, then sum up (LESSON=lesson01 for one)"
+	@echo "make upgrade     carry your answers into a lesson's newer edition, keeping your file (LESSON=lesson01)"
 	@echo "make test-mistakes  grade every planted mistake of every lesson (make test: a few each)"
 	@echo "make mutants     mutation-test every graded exercise (LESSON=lesson01 for one)"
 	@echo "make equivalents find each exercise's answer-equivalent callables (LESSON=lesson01 for one)"
@@ -199,6 +200,10 @@ lab: notebooks | $(LEARNER_STAMP)
 
 check: $(LEARNER_STAMP) bytecode
 	$(PY) -m coursekit.learner.selfcheck $(LESSON)
+
+# A newer edition of a lesson you started: your answers carried into it, your file kept beside it.
+upgrade: notebooks | $(LEARNER_STAMP)
+	@$(PY) -m coursekit.learner.upgrade $(LESSON)
 
 # The suites run side by side on TEST_WORKERS pytest-xdist workers, each suite on one worker with
 # its one set-up (autograde_tests/conftest.py groups them): grading keeps both cores busy, the hub,

@@ -323,3 +323,87 @@ def test_the_first_install_says_what_and_how_big_then_progress_not_the_package_l
     readme = (LESSON.root / "README.md").read_text()
     count, download, size = install.LEARNER_SET
     assert f"{count} packages, a download of {download} MB and {size} GB in `.venv`" in readme
+
+
+def _cells_by_id(path):
+    return {c.get("id"): c for c in json.loads(path.read_text())["cells"]}
+
+
+def _answer(nb: dict, grade: str) -> dict:
+    return next(
+        c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade
+    )
+
+
+@pytest.mark.unit
+def test_make_upgrade_carries_the_answers_into_the_newer_edition_and_keeps_the_file(course_root):
+    from coursekit.learner import upgrade
+
+    workspace.sync_workspace(course_root)
+    mine = course_root / "work" / LESSON.assignment / f"{LESSON.name}.ipynb"
+    nb = json.loads(mine.read_text())
+    _answer(nb, "dot_scores")["source"] = (
+        "def dot_scores(queries, keys):\n    return queries @ keys.T"
+    )
+    _answer(nb, "softmax")["source"] = "def softmax(x, axis=-1):\n    return x  # mine"
+    _answer(nb, "kernel_regression")["source"] = "def kernel_regression(a, b, c):\n    return a"
+    scratch = nbformat.v4.new_code_cell("print('my own check')")
+    scratch["id"] = "my-scratch"
+    follows = nb["cells"][9]["id"]  # the learner's cell after the cell after dot_scores' answer
+    nb["cells"].insert(10, json.loads(json.dumps(scratch)))
+    mine.write_text(json.dumps(nb))
+    before = mine.read_bytes()
+
+    # The course's newer edition: a sentence changed, softmax gone (renamed), a signature changed.
+    edition_path = course_root / LESSON.student_notebook.relative_to(LESSON.root)
+    edition = json.loads(edition_path.read_text())
+    edition["cells"][0]["source"] = "# Lesson 1 (revised)\n"
+    _answer(edition, "softmax")["metadata"]["nbgrader"]["grade_id"] = "stable_softmax"
+    stub = _answer(edition, "kernel_regression")
+    stub["source"] = "".join(stub["source"]).replace("bandwidth=1.0", "bandwidth=0.5")
+    edition_path.write_text(json.dumps(edition))
+    (notice,) = workspace.sync_workspace(course_root)
+    assert f"`make upgrade LESSON={LESSON.assignment}`" in workspace.notices([notice])[0]
+
+    assert upgrade.main([LESSON.assignment], course_root) == 0
+    old = mine.with_name(f"{LESSON.name}.old.ipynb")
+    assert old.read_bytes() == before  # the learner's file, kept as it was
+    new = json.loads(mine.read_text())
+    assert new["cells"][0]["source"] == "# Lesson 1 (revised)\n"
+    assert "".join(_answer(new, "dot_scores")["source"]).endswith("queries @ keys.T")
+    assert (
+        "".join(_answer(new, "kernel_regression")["source"])
+        == "def kernel_regression(a, b, c):\n    return a"
+    )
+    assert "NotImplementedError" in "".join(_answer(new, "weighted_sum")["source"])  # not started
+    assert "NotImplementedError" in "".join(_answer(new, "stable_softmax")["source"])
+    ids = [c.get("id") for c in new["cells"]]
+    assert ids[ids.index(follows) + 1] == "my-scratch"
+    nbformat.validate(nbformat.reads(mine.read_text(), as_version=4))
+    assert [p.name for p in sorted(mine.parent.glob("*.ipynb"))] == sorted([mine.name, old.name])
+    assert workspace.sync_workspace(course_root) == []  # make lab: nothing more to say
+
+    def said(*args):
+        import contextlib
+        import io
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            upgrade.main(list(args), course_root)
+        return out.getvalue()
+
+    # What it told: carried, not started, changed first line, not carried.
+    mine.write_bytes(before)
+    (course_root / "work" / ".editions.json").write_text(json.dumps(
+        {f"{LESSON.assignment}/{LESSON.name}.ipynb": "older"}))  # fmt: skip
+    text = said(LESSON.assignment)
+    assert "carried over: dot_scores, kernel_regression" in text
+    assert (
+        "and 1 cell(s) you added" in text and "not started, the new stub kept: weighted_sum" in text
+    )
+    changed = "`def kernel_regression(x_query, x_keys, y_values, bandwidth=0.5):`"
+    assert f"kernel_regression: the new stub's is {changed}" in text
+    kept = f"your code stays in {LESSON.name}.old-2.ipynb"
+    assert f"NOT carried (the new edition has no such exercise; {kept}): softmax" in text
+    assert "is the course's current edition already" in said(LESSON.assignment)
+    assert "every lesson in work/ is the course's current edition" in said()

@@ -20,22 +20,28 @@ WORK = "work"
 LEDGER = ".editions.json"  # which edition each copy in work/ was made from
 
 
-def _edition_id(path: Path) -> str:
+def edition_id(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:8]
 
 
-def _copy(edition: Path, target: Path) -> None:
-    """Copy a student notebook for the learner, with the Python version their kernel reports:
-    JupyterLab writes the kernel's language_info into a notebook it opens, and a notebook that
-    holds a different one is marked modified before the learner typed anything (the rest of it
-    is in the edition already: coursekit.course.reading.LANGUAGE_INFO)."""
+def learners_edition(edition: Path) -> dict:
+    """A student notebook as the learner's copy holds it: with the Python version their kernel
+    reports. JupyterLab writes the kernel's language_info into a notebook it opens, and a notebook
+    that holds a different one is marked modified before the learner typed anything (the rest of
+    it is in the edition already: coursekit.course.reading.LANGUAGE_INFO)."""
     nb = json.loads(edition.read_text(encoding="utf-8"))
     language = nb.setdefault("metadata", {}).setdefault("language_info", {})
     language["version"] = sys.version.split()[0]  # what ipykernel reports
-    target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return nb
 
 
-def _made_from(mine: Path, item) -> bool:
+def copy_edition(edition: Path, target: Path) -> None:
+    """Copy a student notebook for the learner (:func:`learners_edition`)."""
+    text = json.dumps(learners_edition(edition), indent=1, ensure_ascii=False) + "\n"
+    target.write_text(text, encoding="utf-8")
+
+
+def made_from(mine: Path, item) -> bool:
     """Whether the learner's file is the lesson's edition but for their answers: it holds every
     cell of the edition that is not an answer, with the same id and, where the learner cannot or
     need not edit it (text, test cells, read-only cells), the same source."""
@@ -66,18 +72,18 @@ def sync_workspace(root: Path = ROOT) -> list[str]:
             continue
         relative = f"{item.assignment}/{item.name}.ipynb"
         mine = work / relative
-        edition = _edition_id(item.student_notebook)
+        edition = edition_id(item.student_notebook)
         if not mine.exists():
             mine.parent.mkdir(parents=True, exist_ok=True)
-            _copy(item.student_notebook, mine)
+            copy_edition(item.student_notebook, mine)
             ledger[relative] = edition
             messages.append(f"new lesson: {WORK}/{relative}")
-        elif ledger.get(relative) not in (None, edition) and _made_from(mine, item):
+        elif ledger.get(relative) not in (None, edition) and made_from(mine, item):
             ledger[relative] = edition  # the learner moved their answers into the newer edition
         elif ledger.get(relative) not in (None, edition):
             newer = mine.with_name(f"{item.name}.{edition}.ipynb")
             if not newer.exists():
-                _copy(item.student_notebook, newer)
+                copy_edition(item.student_notebook, newer)
             messages.append(
                 f"{WORK}/{relative} is yours and was kept; the course's newer edition "
                 f"of it is {WORK}/{item.assignment}/{newer.name}"
@@ -110,9 +116,10 @@ def notices(messages: list[str]) -> list[str]:
         lines.append(f"make lab: your own copies of {lessons} are now in {WORK}/.")
     for message in messages:
         if not message.startswith("new lesson: "):
+            lesson = message.split("/")[1]
             lines.append(
-                f"make lab: {message}. Carry your answers over into it, exercise by exercise "
-                "(README: a newer edition of a lesson)."
+                f"make lab: {message}. `make upgrade LESSON={lesson}` carries your answers over "
+                "into it and keeps your file (README: a newer edition of a lesson)."
             )
     lines.append(
         f"make lab: your answers live in {WORK}/, never overwritten. Save a notebook (Ctrl+S) "
