@@ -191,12 +191,16 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # so that the course's notices (workspace.py) stand right above the address to open.
 # Lesson 11's kernels' builds are kept in .venv for the learner's next run of a test cell (the
 # learner's own environment: make check's sandbox reads them, and nobody else's grading does).
+# Kernels talk to the server over Unix sockets where their paths fit (no "running over TCP
+# without encryption" per kernel), and a tab left open from an earlier start is one line, not a
+# flood of 404s (coursekit/learner/lablog.py, classroom/solo-lab).
 LAB_CONFIG := $(CURDIR)/classroom/solo-lab:$(CURDIR)/classroom/learner
 lab: notebooks | $(LEARNER_STAMP)
 	@$(PY) -m coursekit.learner.workspace
 	@JUPYTER_CONFIG_PATH=$(LAB_CONFIG)$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
 	    ATTENTION_REF_KEEP_BUILDS=1 $(VENV)/bin/jupyter lab --notebook-dir=work $(ROOT_FLAG) \
-	    --ServerApp.log_level=WARN --LabApp.log_level=WARN $(LAB_FLAGS)
+	    --ServerApp.log_level=WARN --LabApp.log_level=WARN \
+	    $$($(PY) -m coursekit.learner.lablog) $(LAB_FLAGS)
 
 check: $(LEARNER_STAMP) bytecode
 	$(PY) -m coursekit.learner.selfcheck $(LESSON)

@@ -15,6 +15,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -64,14 +65,17 @@ def lab(tmp_path_factory):
                 address = found.group(1)
                 break
         assert address, "\n".join(printed)
-        yield address, printed, time.monotonic() - started
+        seconds = time.monotonic() - started
+        later = []  # what the server says while the browser works (read, or its pipe fills up)
+        threading.Thread(target=lambda: later.extend(server.stdout), daemon=True).start()
+        yield address, printed, seconds, later
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # the server, its kernels: everything make started
         server.wait(timeout=60)
 
 
 def test_make_lab_starts_at_once_with_its_notices_next_to_the_address(lab):
-    _, printed, seconds = lab
+    _, printed, seconds, _ = lab
     text = "\n".join(printed)
     assert "wrote notebooks" not in text and "generate_assignment" not in text, text
     assert "your own copies of lesson01" in text and "Save a notebook (Ctrl+S)" in text
@@ -98,7 +102,7 @@ def _run(page, cell) -> None:
 
 
 def test_a_learners_wrong_answer_then_right_answer_then_the_viewer(lab, browser):
-    address, _, _ = lab
+    address, _, _, later = lab
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
     try:
@@ -149,6 +153,8 @@ def test_a_learners_wrong_answer_then_right_answer_then_the_viewer(lab, browser)
         _no_pass_for_an_answer_that_no_longer_runs(page, answer, test)
         _a_skipped_cell_is_named(page)
         _viewer_in_jupyterlab(page)
+        # the kernel ran over a Unix socket: not one "running over TCP without encryption"
+        assert not [line for line in later if "without encryption" in line], later
     finally:
         context.close()
 

@@ -407,3 +407,30 @@ def test_make_upgrade_carries_the_answers_into_the_newer_edition_and_keeps_the_f
     assert f"NOT carried (the new edition has no such exercise; {kept}): softmax" in text
     assert "is the course's current edition already" in said(LESSON.assignment)
     assert "every lesson in work/ is the course's current edition" in said()
+
+
+@pytest.mark.unit
+def test_make_labs_log_says_once_that_an_old_tab_asks_for_gone_kernels():
+    import logging
+
+    from coursekit.learner import lablog
+
+    gone = lablog.GoneKernels()
+
+    def shown(message, *args):
+        record = logging.LogRecord("ServerApp", logging.WARNING, "x", 1, message, args, None)
+        return record.getMessage() if gone.filter(record) else None
+
+    kernel = "0b0c5f9e-1111-2222-3333-444455556666"
+    assert (
+        shown("404 GET /api/kernels/%s (127.0.0.1): Kernel does not exist: %s", kernel, kernel)
+        == lablog.SAID
+    )
+    assert shown("wrote error: 'Kernel does not exist: %s'", kernel) is None  # once only
+    assert shown("404 GET /api/sessions/abc (u@127.0.0.1) 2.1ms referer=None") is None
+    other = "404 GET /api/contents/lesson01.ipynb (127.0.0.1): No such file or directory"
+    assert shown(other) == other  # every other warning as before
+    assert shown("Kernel died: %s", kernel) == f"Kernel died: {kernel}"
+    assert lablog.transport_flags("/home/me/.local/share/jupyter/runtime") == [
+        "--KernelManager.transport=ipc"]  # fmt: skip
+    assert lablog.transport_flags("/Users/" + "x" * 60 + "/Library/Jupyter/runtime") == []
