@@ -67,6 +67,7 @@ def test_workspace_never_overwrites_the_learners_copy(course_root):
     assert len(messages) == 1 and "was kept" in messages[0]
     beside = [p for p in mine.parent.glob("*.ipynb") if p != mine]
     assert len(beside) == 1 and "revised" in beside[0].read_text()
+    assert beside[0].name.startswith("newer-edition-")  # apart from the learner's file at once
     assert workspace.sync_workspace(course_root) == messages  # said again, nothing written twice
     assert len(list(mine.parent.glob("*.ipynb"))) == 2
 

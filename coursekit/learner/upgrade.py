@@ -130,7 +130,7 @@ def upgrade(item: Lesson, root: Path = ROOT) -> list[str]:
     mine.write_text(json.dumps(new, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     ledger[relative] = edition_id
     ledger_path.write_text(json.dumps(ledger, indent=1, sort_keys=True) + "\n")
-    _drop_untouched_copy(mine.with_name(f"{item.name}.{edition_id}.ipynb"))
+    _drop_untouched_copy(workspace.newer_edition(mine, edition_id))
     return _told(item, where, old.name, report)
 
 

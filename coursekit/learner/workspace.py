@@ -4,7 +4,8 @@
 assistants (they teach, they do not write the answers). A learner's file is never overwritten,
 not by a rerun and not by a newer edition of the course: when the student edition of a lesson
 changes after the learner copied it, the new edition is put beside their copy as
-``<name>.<edition-id>.ipynb`` and they are told, so they can move their answers over.
+``newer-edition-<edition-id>.ipynb`` (:func:`newer_edition`) and they are told, so they can move
+their answers over (``make upgrade``, coursekit/learner/upgrade.py).
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def made_from(mine: Path, item) -> bool:
     return True
 
 
+def newer_edition(mine: Path, edition: str) -> Path:
+    """Where a newer edition goes beside the learner's file: a name that starts apart from theirs
+    (``<name>.<id>.ipynb`` was cut to the same ``around_the_n_…`` as theirs in JupyterLab's file
+    browser)."""
+    return mine.with_name(f"newer-edition-{edition}.ipynb")
+
+
 def sync_workspace(root: Path = ROOT) -> list[str]:
     """Copy missing lessons into work/; report newer editions without touching the learner's."""
     work = root / WORK
@@ -81,7 +89,7 @@ def sync_workspace(root: Path = ROOT) -> list[str]:
         elif ledger.get(relative) not in (None, edition) and made_from(mine, item):
             ledger[relative] = edition  # the learner moved their answers into the newer edition
         elif ledger.get(relative) not in (None, edition):
-            newer = mine.with_name(f"{item.name}.{edition}.ipynb")
+            newer = newer_edition(mine, edition)
             if not newer.exists():
                 copy_edition(item.student_notebook, newer)
             messages.append(
