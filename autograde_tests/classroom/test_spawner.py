@@ -9,6 +9,7 @@ jupyterhub-singleuser does (it never tries another port)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import http.server
 import socket
 import sys
@@ -27,6 +28,14 @@ from coursekit.classroom import hubconfig, spawner
 from .test_classroom_settings import _class
 
 pytestmark = pytest.mark.unit
+
+
+def _run(coroutine):
+    """asyncio.run in a thread of its own: a browser test's Playwright, still open in this
+    worker, keeps an event loop running in the main thread, where asyncio.run refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
 
 BASE = "/user/student/"
 SERVER = """
@@ -108,18 +117,18 @@ def test_another_servers_404_is_the_stock_hubs_ready_and_not_ours(squatter):
     at /user/student/api the stock hub takes for the student's server being up."""
     process = _spawner()
     process.port = squatter
-    ip, port = asyncio.run(LocalProcessSpawner.start(process))  # started as the stock hub would
+    ip, port = _run(LocalProcessSpawner.start(process))  # started as the stock hub would
     url = f"http://{ip}:{port}{BASE}api"
-    assert asyncio.run(wait_for_http_server(url, timeout=30)).status == 404  # "ready"
+    assert _run(wait_for_http_server(url, timeout=30)).status == 404  # "ready"
     with pytest.raises(spawner.PortTaken, match=f"port {squatter} was taken"):
-        asyncio.run(spawner.wait_for_own_server(url, ip, port, process.poll))
+        _run(spawner.wait_for_own_server(url, ip, port, process.poll))
 
 
 def test_a_server_that_fails_alone_fails_its_start():
     process = _spawner()
     process.cmd = [sys.executable, "-c", "import sys; sys.exit(3)"]
     with pytest.raises(RuntimeError, match="exited with status 3"):
-        asyncio.run(process.start())
+        _run(process.start())
 
 
 def test_a_lost_port_is_given_up_for_another(squatter, monkeypatch):
@@ -128,7 +137,7 @@ def test_a_lost_port_is_given_up_for_another(squatter, monkeypatch):
     monkeypatch.setattr(spawner, "random_port", lambda: next(draws))
     process = _spawner()
     try:
-        ip, port = asyncio.run(process.start())
+        ip, port = _run(process.start())
         assert port != squatter and process.proc.poll() is None
         assert spawner.listening(ip, port) and not spawner.ClassSpawner._chosen
     finally:
