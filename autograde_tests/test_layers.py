@@ -37,7 +37,6 @@ OPTIONAL = {
     "checkpoints.py": "safetensors",
     "figures.py": "matplotlib",
     "flash": "triton",
-    "flash_backward.py": "triton",  # the package's backward module under its old name, for now
     "lens.py": "transformer_lens",
 }
 LIBRARY = ROOT / "solutions" / "attention_ref"
