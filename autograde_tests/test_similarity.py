@@ -16,6 +16,9 @@ and autograde_tests/test_class_report.py checks the planted copies of a graded c
 
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
+
 import nbformat
 import numpy as np
 import pytest
@@ -135,17 +138,15 @@ def test_disguised_copies_are_found_and_honest_pairs_are_not(detected, capsys):
             assert line in book, f"book/grading.md should quote: {line}"
 
 
-@pytest.mark.parametrize("lesson, ways", [(0, DISGUISES), (1, ("everything",))],
-                         ids=["lesson01", "lesson02"])  # fmt: skip
-def test_disguised_answers_still_pass_the_lessons_tests(lesson, ways):
-    """A disguise is one a copier would use: it keeps what the answers do. Each disguised copy
-    of the solved lesson runs with the lesson's own cells and passes every test cell, hidden
-    tests included (executed here, in this process, without nbgrader)."""
+def _run_disguised(lesson: int, ways) -> None:
+    """Each disguised copy of lesson ``lesson``'s solved answers, run with the lesson's own cells
+    in this process; raises naming the disguise and the cell whose code failed."""
     import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot
     from IPython.core.inputtransformer2 import TransformerManager
 
-    matplotlib.use("Agg")
     item = LESSONS[lesson]
     source = source_to_notebook(item.source)
     solutions = {grade_id(c): c.source for c in source.cells if is_solution(c)}
@@ -161,8 +162,23 @@ def test_disguised_answers_still_pass_the_lessons_tests(lesson, ways):
                 exec(compile(code, grade_id(cell) or "cell", "exec"), namespace)  # noqa: S102
             except Exception as error:
                 if is_test(cell) or is_solution(cell):
-                    raise AssertionError(f"{item.assignment} {how}: {grade_id(cell)}") from error
+                    raise AssertionError(
+                        f"{item.assignment} {how}: {grade_id(cell)}: {type(error).__name__}: "
+                        f"{error}"
+                    ) from error
         matplotlib.pyplot.close("all")
+
+
+@pytest.mark.parametrize("lesson, ways", [(0, DISGUISES), (1, ("everything",))],
+                         ids=["lesson01", "lesson02"])  # fmt: skip
+def test_disguised_answers_still_pass_the_lessons_tests(lesson, ways):
+    """A disguise is one a copier would use: it keeps what the answers do. Each disguised copy
+    of the solved lesson runs with the lesson's own cells and passes every test cell, hidden
+    tests included (executed without nbgrader, in a fresh Python process: the lesson's code
+    and its checks see no state the test process's other suites left, as in a kernel)."""
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as child:
+        child.submit(_run_disguised, lesson, ways).result()
 
 
 def test_the_released_code_is_not_counted():
