@@ -23,9 +23,14 @@ from __future__ import annotations
 
 import os
 
-for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
-os.environ.setdefault("MPLBACKEND", "Agg")
+# Run as a command: one thread each (the forked children run side by side, and threads a fork
+# copies mid-work can hang it) and no figures, set before numpy or torch is imported. Only then:
+# a process that imports this module (a test) would hand both to every child it starts after,
+# a book's kernels among them, which then draw no figures.
+if __name__ == "__main__":
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_variable, "1")
+    os.environ.setdefault("MPLBACKEND", "Agg")
 
 import argparse  # noqa: E402
 import copy  # noqa: E402
