@@ -23,7 +23,7 @@ from jupyterhub.utils import wait_for_http_server
 from traitlets.config import Config
 from traitlets.utils.importstring import import_item
 
-from coursekit.classroom import hubconfig, spawner
+from coursekit.classroom import hubconfig, ports, spawner
 
 from .test_classroom_settings import _class
 
@@ -134,7 +134,7 @@ def test_a_server_that_fails_alone_fails_its_start():
 def test_a_lost_port_is_given_up_for_another(squatter, monkeypatch):
     """The first port drawn is the squatter's: the server exits, and starts again elsewhere."""
     draws = iter([squatter, _free_port()])
-    monkeypatch.setattr(spawner, "random_port", lambda: next(draws))
+    monkeypatch.setattr(spawner.ports, "free_port", lambda taken: next(draws))
     process = _spawner()
     try:
         ip, port = _run(process.start())
@@ -145,12 +145,18 @@ def test_a_lost_port_is_given_up_for_another(squatter, monkeypatch):
         process.proc.wait()
 
 
-def test_ports_chosen_and_not_yet_bound_are_not_drawn_again(monkeypatch):
-    draws = iter([4001, 4001, 4002])
-    monkeypatch.setattr(spawner, "random_port", lambda: next(draws))
-    process = _spawner()
-    try:
-        assert process._fresh_port() == 4001
-        assert process._fresh_port() == 4002
-    finally:
-        spawner.ClassSpawner._chosen.clear()
+def test_ports_chosen_and_not_yet_bound_are_not_drawn_again(squatter):
+    """The hub's own choice: a port nothing listens on, none it chose for a server still
+    starting, below the range that port 0 (every kernel's ZMQ socket) draws from."""
+    free = _free_port()
+    draws = iter([4001, squatter, free])
+    assert ports.free_port({4001}, draw=lambda start, stop: next(draws)) == free
+    low, _ = ports.ephemeral_range()
+    chosen = {ports.free_port() for _ in range(20)}
+    assert all(ports.LOWEST <= port < low and ports.bindable(port) for port in chosen)
+
+
+def test_the_ephemeral_range_is_read_or_linuxs_default(tmp_path):
+    (tmp_path / "range").write_text("20000\t30000\n")
+    assert ports.ephemeral_range(tmp_path / "range") == (20000, 30000)
+    assert ports.ephemeral_range(tmp_path / "missing") == (32768, 60999)

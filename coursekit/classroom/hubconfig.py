@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 
 from coursekit.classroom.accounts import read_record
+from coursekit.classroom.ports import free_port  # below the range port 0 draws from
 from coursekit.classroom.settings import Classroom, ClassroomError
 from coursekit.course.lessons import ROOT
 
@@ -46,18 +46,12 @@ def refuse_unsafe_address(room: Classroom) -> None:
         )
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def ports(state: Path) -> dict[str, int]:
     """The hub's, the proxy API's and the formgrader service's ports, chosen once per class."""
     path = state / "ports.json"
     chosen = json.loads(path.read_text()) if path.exists() else {}
     for name in ("hub", "proxy_api", "formgrader"):
-        chosen.setdefault(name, free_port())
+        chosen.setdefault(name, free_port(set(chosen.values())))
     state.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(chosen))
     return chosen

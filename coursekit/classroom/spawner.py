@@ -10,10 +10,11 @@ single-user servers never try another port), and the hub waits for *any* answer 
 server's ``/api``: the winner's 404 marks the loser's server ready, and the student's requests
 go to somebody else's server, which answers 404 to each (``/user/NAME/assignments/fetch``).
 
-:class:`ClassSpawner` keeps the ports it has chosen and not yet seen bound out of the next draws,
-waits for the student's own server (200 at ``/user/NAME/api``, which no other server answers),
-and when the server exits because something else holds its port, starts it again on another
-one. A server that exits for any other reason fails its start as before.
+:class:`ClassSpawner` draws ports below the kernel's ephemeral range (ports.py: no kernel's socket
+lands there), keeps those it has chosen and not yet seen bound out of the next draws, waits for
+the student's own server (200 at ``/user/NAME/api``, which no other server answers), and when
+the server exits because something else holds its port, starts it again on another one. A
+server that exits for any other reason fails its start as before.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import socket
 from collections.abc import Awaitable, Callable
 
 from jupyterhub.spawner import LocalProcessSpawner
-from jupyterhub.utils import random_port, url_path_join
+from jupyterhub.utils import url_path_join
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+from coursekit.classroom import ports
 
 ATTEMPTS = 5  # ports tried before a start fails: one lost race is rare, five in a row never seen
 POLL_SECONDS = 0.5
@@ -74,9 +77,7 @@ class ClassSpawner(LocalProcessSpawner):
     _chosen: set[int] = set()
 
     def _fresh_port(self) -> int:
-        port = random_port()
-        while port in self._chosen:
-            port = random_port()
+        port = ports.free_port(self._chosen)
         self._chosen.add(port)
         return port
 
