@@ -14,9 +14,10 @@ kernels are compiled this module also sets ``TRITON_F32_DEFAULT=ieee`` (unless i
 float32 blocks are multiplied in IEEE float32, as ``F.scaled_dot_product_attention`` does in
 float32, and the interpreter does too. float16 blocks use the tensor cores either way.
 
-Where Triton is not installed (it has wheels for Linux only), the package still imports:
-:data:`UNAVAILABLE` says why, ``triton`` and ``tl`` are stand-ins that let a notebook define its
-kernels, and launching any kernel raises with that reason.
+Where Triton is not installed (it has wheels for Linux only), or is older than the course's
+checks need (:data:`MINIMUM`), the package still imports: :data:`UNAVAILABLE` says why,
+``triton`` and ``tl`` are stand-ins that let a notebook define its kernels, and launching any
+kernel raises with that reason.
 """
 
 from __future__ import annotations
@@ -70,6 +71,25 @@ class _Missing:
         raise RuntimeError(UNAVAILABLE)
 
 
+# The course's checks hook Triton's interpreter, whose internals 3.8 lays out otherwise (its
+# masked loads and stores take other arguments): pyproject.toml asks for this version or newer.
+MINIMUM = (3, 9)
+
+
+def _too_old(version: str) -> str | None:
+    """Why Triton ``version`` cannot run the course's kernels, or None."""
+    found = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+    if found >= MINIMUM:
+        return None
+    wanted = ".".join(map(str, MINIMUM))
+    return (
+        f"Triton {version} is installed here, and lesson 11's checks need Triton {wanted} or "
+        f"newer. PyPI's PyTorch brings its own Triton (torch 2.14: Triton 3.8; torch 2.15: "
+        f"3.9): `pip install -U torch` and restart the kernel (with PyTorch's CPU build, "
+        f"`pip install -U 'triton>={wanted}'`)"
+    )
+
+
 try:
     import triton
     import triton.language as tl
@@ -81,7 +101,9 @@ except ImportError as _missing:
         "(or WSL2, or the class hub) for this lesson"
     )
 else:
-    UNAVAILABLE = None
+    UNAVAILABLE = _too_old(triton.__version__)
+    if UNAVAILABLE:
+        triton = tl = _Missing()  # every launch raises UNAVAILABLE, as without Triton
 if UNAVAILABLE is None:
     # before interpreter.install(): the compiler notes triton.language as it is before any
     # kernel runs
