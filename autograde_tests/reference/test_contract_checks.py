@@ -210,6 +210,7 @@ cached = lambda: sum(hasattr(f, "__dynamo_disable") for f in _wrapped_references
 print("left in PyTorch's cache:", cached())
 import torch._dynamo
 torch.randn(3, device="meta") / 2.0  # after the check, PyTorch's own path: dynamo disabled
+print("wrappers found:", len(_wrapped_references()))
 print("cached by PyTorch afterwards:", cached())
 """
 
@@ -227,5 +228,7 @@ def test_device_check_runs_without_importing_the_compiler():
     assert "checked on meta meta" in out, out
     assert "dynamo imported by the check: False" in out, out
     assert "left in PyTorch's cache: 0" in out, out
+    if "wrappers found: 0" in out:  # torch 2.6 (make versions): its meta kernels import no dynamo
+        pytest.skip("this PyTorch wraps none of its meta references in _disable_dynamo")
     cached = int(out.rsplit("cached by PyTorch afterwards:", 1)[1])
     assert cached > 0, out  # the same wrappers found by the walk are the ones PyTorch caches in

@@ -6,7 +6,8 @@ builds a virtual environment for each end of the range and one like Colab's, in
 ``build/versions/<set>/``, and in each runs the reference tests and executes every solved lesson
 (every cell, even after one raised), then prints which versions it installed and what failed:
 
-* ``oldest``: every floor pyproject.toml declares, exactly (``torch>=2.6`` -> ``torch==2.6.0``);
+* ``oldest``: every floor pyproject.toml declares, exactly (``torch>=2.6`` -> ``torch==2.6.0``),
+  with Triton's floor in place of the Triton PyPI's PyTorch pins (:func:`overrides`);
 * ``newest``: the newest release the registries serve (pip's own constraints, ``pip config
   list``, still apply: a machine may cap what it installs);
 * ``colab``: only what Colab has (PyTorch, NumPy, matplotlib, ``transformers``, Triton, IPython's
@@ -116,6 +117,18 @@ def installed(venv: Path) -> dict[str, str]:
     return {p: versions.get(p, "-") for p in WATCHED}
 
 
+def overrides(name: str) -> list[str]:
+    """uv's --override for the oldest set: PyPI's PyTorch wheels pin the Triton they were built
+    with (torch 2.6: triton 3.2), and the Triton floor of lesson 11 replaces that pin, as
+    PyTorch's CPU build, which pins no Triton, lets a learner do."""
+    low = floors()
+    if name != "oldest" or "triton" not in low:
+        return []
+    path = BUILD / "oldest-overrides.txt"
+    path.write_text(f"triton=={low['triton']}\n")
+    return ["--override", str(path)]
+
+
 def make_venv(name: str, reuse: bool = False) -> Path:
     """build/versions/<name>: a new virtual environment with the set's packages and the course
     (``reuse``: the one a last run made, if there is one)."""
@@ -124,7 +137,7 @@ def make_venv(name: str, reuse: bool = False) -> Path:
         return venv
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    uv(venv, *requirements(name))
+    uv(venv, *requirements(name), *overrides(name))
     python = str(venv / "bin" / "python")
     if name == "colab":  # what the book tells a Colab user, with pip as %pip runs it
         subprocess.run([python, "-m", "pip", "install", "--quiet", str(ROOT)], check=True)
