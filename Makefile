@@ -3,6 +3,9 @@
 # work the second time that it need not do (make's own dependency tracking, plus stamp files).
 
 SHELL := /bin/bash
+# A recipe that fails leaves no target behind to pass for done: Sphinx writes the book's index.html
+# before the build reports a lesson that raised, and the next make would take it as built.
+.DELETE_ON_ERROR:
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
