@@ -252,6 +252,9 @@ def test_after_the_due_date_feedback_names_each_hidden_test_never_its_code(grade
     assert f"Hidden tests of test_soft_lookup ({lookup:g} points): failed" in text["hidden-fails"]
     message = next(c for c in graded.report.row("hidden-fails").cells if not c.passed).message
     assert message.splitlines()[0][:60] in text["hidden-fails"]  # the failure's own words
+    # keys.T crashes (NumPy's matmul) on the first batched case: what that case was checking
+    crashed = "(raised in a hidden test, while checking: soft_lookup with batch (2,), n_q=3, n_k=5"
+    assert crashed in message and crashed in text["hidden-fails"], message
     assert f"Hidden tests of test_dot_scores ({dots:g} points): not run" in text["visible-fails"]
     for test, worth in points.items():
         assert f"Hidden tests of {test} ({worth:g} points): passed" in text["early"]

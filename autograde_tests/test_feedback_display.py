@@ -9,6 +9,7 @@ import nbclient
 import nbformat
 import pytest
 
+from attention_ref.testing import checking, expect_close
 from attention_ref.testing.display import PASSED
 from coursekit.course.cells import grade_id
 from coursekit.course.lessons import lesson
@@ -50,6 +51,20 @@ CELLS = {
     "its test at last": SCALE_TEST,
     "crash in a check": "expect_close(np.einsum('ij->i', np.ones(3)), np.ones(3),\n"
     "             'rows of a batch')",
+    # a hidden test (as nbgrader grades it) on an answer written for exactly one batch axis
+    "one batch axis": "def scores(q, k):\n    return np.einsum('bqd,bkd->bqk', q, k)",
+    "hidden crash in a check": "expect_close(scores(np.ones((1, 2, 3)), np.ones((1, 4, 3))), "
+    "np.full((1, 2, 4), 3.0), 'one batch')\n### BEGIN HIDDEN TESTS\nfor _b in [(2,), (2, 3)]:\n"
+    "    expect_close(scores(np.ones(_b + (2, 3)), np.ones(_b + (4, 3))),\n"
+    "                 np.full(_b + (2, 4), 3.0),\n"
+    "                 f'scores with batch axes {_b}, {_b[-1] + 1} in all, {len(_b)} {_b!r:>8}')\n"
+    "### END HIDDEN TESTS",
+    "hidden crash above its check": "### BEGIN HIDDEN TESTS\n_x = np.ones((2, 2, 2, 3))\n"
+    "_got = scores(_x, _x)\nexpect_shape(_x, (2, 2, 2, 3), 'the input')\n"
+    "expect_shape(_got, (2, 2, 2, 2), f'two batch axes of {_x.shape} ({_x.dtype}, {_x.sum()})')\n"
+    "### END HIDDEN TESTS",
+    "hidden crash naming nothing": "### BEGIN HIDDEN TESTS\nscores(np.ones((2, 3)), 1)\n"
+    "### END HIDDEN TESTS",
     "lesson 3's kernel": "__session__ = 'work/lesson03/masking.ipynb'",
     "given cell skipped": "mask_image",
     "answer skipped": "leaks_future",
@@ -161,6 +176,47 @@ def test_a_crash_inside_a_check_names_the_property_it_was_checking(ran):
     assert ename == "ValueError" and "(raised while checking: rows of a batch)" in evalue, evalue
     assert shown.splitlines()[0].startswith("ValueError: ") and "einsumfunc" not in shown, shown
     assert "----> 1 expect_close(np.einsum" in shown and "%tb shows the whole traceback" in shown
+
+
+def test_a_crash_in_a_hidden_test_names_the_property_it_was_checking(ran):
+    ename, evalue, shown = _error(ran["hidden crash in a check"])
+    assert ename == "ValueError" and evalue.startswith("operand has more dimensions"), evalue
+    assert evalue.endswith(
+        "(raised in a hidden test, while checking: scores with batch axes (2, 3), 4 in all, 2 "
+        "  (2, 3))"
+    ), evalue  # the f-string's fields filled in with the values the crashing case had
+    assert "----> 4     expect_close(scores" in shown and "einsumfunc" not in shown, shown
+    # a plain statement crashed: the check below it that reads what it bound; an array's
+    # shape and dtype are shown, a field that would run more code is not
+    _, evalue, _ = _error(ran["hidden crash above its check"])
+    assert evalue.endswith(
+        "(raised in a hidden test, while checking: two batch axes of (2, 2, 2, 3) (float64, ...))"
+    ), evalue
+    _, evalue, _ = _error(ran["hidden crash naming nothing"])
+    assert evalue.endswith(
+        "(raised on an input of a hidden test that the visible ones do not try: re-read which "
+        "shapes, batch axes, dtypes and values the exercise allows)"
+    ), evalue
+
+
+def test_naming_the_property_runs_no_code_of_the_learners():
+    class Sneaky:  # a value of the learner's: showing it must not run its methods
+        def __format__(self, spec):
+            raise RuntimeError("ran")
+
+        __repr__ = __str__ = __format__
+
+    source = (
+        f"{checking.BEGIN_HIDDEN}\n_got = f(_x)\n"
+        "expect_close(_got, 1, f'{_x} {_n ** _big} {len(_s)} {_x.shape} {_t[1]} {_s * 3}')\n"
+        f"{checking.END_HIDDEN}\nf(1)"
+    )
+    names = {"expect_close": expect_close, "_x": Sneaky(), "_n": 2, "_big": 10**7, "_s": "ab"}
+    names["_t"] = (1, 2.5)
+    assert checking.checked(source, 2, names) == (
+        "in a hidden test, while checking: ... ... 2 ... 2.5 ababab"
+    )
+    assert checking.checked(source, 5, names) is None  # not a test: nothing to say
 
 
 def test_a_missing_name_says_which_cell_defines_it(ran):

@@ -10,6 +10,9 @@ Colab, a grading kernel) importing ``attention_ref.testing`` registers :func:`sh
   reads: the message, the hint of the check when its test cell gives none
   (attention_ref.hints), then each frame of the notebook (``Cell In[7], line 5``) with
   its statement; the course's own frames are left out, and ``%tb`` shows the whole traceback;
+* any other error raised while a test cell checked something (the learner's function crashing on
+  a test's input, a hidden one included) reads the same way, with what was being checked
+  (attention_ref.testing.checking: "(raised in a hidden test, while checking: ...)");
 * any other error is shown by IPython as it always is.
 
 Grading is unaffected: IPython has recorded the error before it calls the handler (the cell
@@ -26,8 +29,6 @@ Standard library only, and IPython only when it is already running: nothing to i
 
 from __future__ import annotations
 
-import ast
-import inspect
 import linecache
 import os
 import sys
@@ -35,7 +36,7 @@ import sysconfig
 from pathlib import Path
 
 from .. import hints
-from . import cell_runs
+from . import cell_runs, checking
 
 COURSE = Path(__file__).resolve().parents[1]  # attention_ref/: the frames a learner never needs
 PASSED = "\u2713 passed: every check in this cell holds"
@@ -123,14 +124,14 @@ def compact(shell, etype, value, tb) -> tuple[str, list[str]] | None:
         return None
     failed = issubclass(etype, AssertionError)
     missing = _missing_name_hint(shell, etype, value)
-    checking = None if failed or missing else _checked_property(shell, *own[0][:2])
-    if not (failed or any(_is_course(f[0]) for f in frames) or missing or checking):
+    note = None if failed or missing else _checking(tb, own)
+    if not (failed or any(_is_course(f[0]) for f in frames) or missing or note):
         return None
     message = str(value)
     hint = missing
     if failed and "Hint:" not in message:
         hint = getattr(value, "hint", None) or hints.find(own[-1][0], own[-1][1])
-    evalue = message + (f"\n  (raised while checking: {checking})" if checking else "")
+    evalue = message + (f"\n  (raised {note})" if note else "")
     evalue += f"\n  Hint: {hint}" if hint else ""
     lines = [f"{_RED}{etype.__name__}{_RESET}: {evalue}", ""]
     for filename, line, function in own:
@@ -154,38 +155,21 @@ def _is_library(filename: str) -> bool:
     return _library_paths[filename]
 
 
-def _checked_property(shell, filename: str, line: int) -> str | None:
-    """What the statement at ``line`` of a notebook's cell checks, when it is a course check
-    (its ``what``, as its failure would have named it) or an assert with a message: so that an
-    error raised while it ran (the learner's function crashing on a test's input, a hidden one
-    included) names the property, as a failed check does."""
-    text = hints.statement_at("".join(linecache.getlines(filename)), line)
-    try:
-        tree = ast.parse(text or "")
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):  # outermost first
-        if isinstance(node, ast.Assert) and isinstance(node.msg, ast.Constant):
-            return str(node.msg.value).split("Hint:")[0].strip() or None
-        name = getattr(node, "func", None)
-        name = getattr(name, "id", None) or getattr(name, "attr", None)
-        if isinstance(node, ast.Call) and str(name).startswith("expect_"):
-            what = _what_argument(shell, name, node)
-            if what:
-                return what
-    return None
-
-
-def _what_argument(shell, name: str, call: ast.Call) -> str | None:
-    """The literal ``what`` argument of a call of the check ``name`` (None if it has none)."""
-    check = (getattr(shell, "user_ns", None) or {}).get(name)
-    try:
-        keywords = {k.arg: k.value for k in call.keywords if k.arg}
-        bound = inspect.signature(check).bind_partial(*call.args, **keywords).arguments
-    except (TypeError, ValueError):  # not a function here, or a call it cannot take (*args)
-        return None
-    what = bound.get("what")
-    return what.value if isinstance(what, ast.Constant) and isinstance(what.value, str) else None
+def _checking(tb, own: list) -> str | None:
+    """What the notebook's statements were checking when ``tb`` was raised (checking.checked):
+    the outermost frame that names a property (the test cell's check, or one of its helpers),
+    else what a hidden test's frame says."""
+    namespaces = {}
+    while tb is not None:
+        frame = tb.tb_frame
+        namespaces.setdefault(frame.f_code.co_filename, {**frame.f_globals, **frame.f_locals})
+        tb = tb.tb_next
+    notes = [
+        checking.checked("".join(linecache.getlines(f)), line, namespaces.get(f, {}))
+        for f, line, _ in own
+    ]
+    named = [note for note in notes if note and "while checking" in note]
+    return (named or [note for note in notes if note] or [None])[0]
 
 
 def _missing_name_hint(shell, etype, value) -> str | None:
