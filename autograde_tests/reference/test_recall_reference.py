@@ -1,8 +1,9 @@
-"""Multi-query associative recall and the tiny hybrid stacks of lesson 13 (attention_ref.pt.recall):
-the task's sequences ask for keys that were listed, with the value that followed each as target;
-the stacks run on every device with the library's or another gated delta rule inside, their
-linear layers causal (a later token changes no earlier logit); a few steps of training lower the
-loss; the first position's share of attention is read from the full-attention layers."""
+"""Multi-query associative recall and the tiny one-layer models of lesson 13
+(attention_ref.pt.recall): the task's sequences ask for keys that were listed, with the value that
+followed each as target; the models, several seeds at once, run on every device with the
+library's or another gated delta rule inside, each mixer causal (a later token changes no earlier
+logit), each model independent of the others trained beside it; a few steps of training lower
+the loss; the first position's share of attention is read from the attention mixer."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import torch
 import attention_ref.pt as rpt
 from attention_ref.pt.recall import (
     BOS,
-    RecallModel,
+    MIXERS,
+    RecallModels,
     first_position_share,
     mqar_batch,
     recall_accuracy,
@@ -37,55 +39,65 @@ def test_mqar_asks_for_listed_keys_with_their_values():
         mqar_batch(1, 9, 8, 8, torch.Generator())
 
 
-@pytest.mark.parametrize("layers", ["LLLF", "FF", "L"])
-def test_stacks_are_causal_on_every_device(device, layers):
-    model = RecallModel(
-        20, 16, 2, layers, chunk_size=4, generator=torch.Generator().manual_seed(1)
-    ).to(device)
-    tokens = torch.randint(20, (2, 11), generator=torch.Generator().manual_seed(2)).to(device)
+@pytest.mark.parametrize("mixer", MIXERS)
+@pytest.mark.parametrize("conv", [True, False])
+def test_every_mixer_is_causal_on_every_device(device, mixer, conv):
+    models = RecallModels([1, 2], mixer, vocab_size=20, d_model=8, conv=conv, chunk_size=4)
+    models = models.to(device)
+    tokens = torch.randint(20, (2, 3, 11), generator=torch.Generator().manual_seed(2)).to(device)
     changed = tokens.clone()
-    changed[:, -1] = (changed[:, -1] + 1) % 20
+    changed[..., -1] = (changed[..., -1] + 1) % 20
     with torch.no_grad():
-        logits, later = model(tokens), model(changed)
-    assert logits.shape == (2, 11, 20) and logits.device == tokens.device
-    torch.testing.assert_close(logits[:, :-1], later[:, :-1])
+        logits, later = models(tokens), models(changed)
+    assert logits.shape == (2, 3, 11, 20) and logits.device == tokens.device
+    torch.testing.assert_close(logits[..., :-1, :], later[..., :-1, :])
 
 
-def test_the_linear_layers_run_the_delta_rule_they_are_given():
+def test_the_models_beside_each_other_are_independent():
+    together = RecallModels([3, 4, 5], "gated_delta", vocab_size=20, d_model=8, chunk_size=4)
+    alone = RecallModels([4], "gated_delta", vocab_size=20, d_model=8, chunk_size=4)
+    tokens = torch.randint(20, (1, 2, 9), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            together(tokens.expand(3, 2, 9))[1], alone(tokens)[0], rtol=1e-5, atol=1e-5
+        )
+
+
+def test_the_delta_mixers_run_the_rule_they_are_given():
     calls = []
 
     def recurrent(q, k, v, beta, log_decay, chunk_size):
-        calls.append(chunk_size)
+        calls.append((chunk_size, bool((log_decay == 0).all())))
         return rpt.gated_delta_rule_recurrent(q, k, v, beta, log_decay)
 
-    tokens = torch.randint(20, (2, 9), generator=torch.Generator().manual_seed(3))
-    chunked = RecallModel(20, 16, 2, "LL", chunk_size=4, generator=torch.Generator().manual_seed(4))
-    stepwise = RecallModel(
-        20,
-        16,
-        2,
-        "LL",
-        delta_rule=recurrent,
-        chunk_size=4,
-        generator=torch.Generator().manual_seed(4),
-    )
-    with torch.no_grad():
-        torch.testing.assert_close(chunked(tokens), stepwise(tokens), rtol=1e-5, atol=1e-5)
-    assert calls == [4, 4]
+    tokens = torch.randint(20, (2, 2, 9), generator=torch.Generator().manual_seed(3))
+    for mixer, no_decay in (("delta", True), ("gated_delta", False)):
+        chunked = RecallModels([7, 8], mixer, vocab_size=20, d_model=8, chunk_size=4)
+        stepwise = RecallModels(
+            [7, 8], mixer, vocab_size=20, d_model=8, delta_rule=recurrent, chunk_size=4
+        )
+        with torch.no_grad():
+            torch.testing.assert_close(chunked(tokens), stepwise(tokens), rtol=1e-5, atol=1e-5)
+        assert calls[-1] == (4, no_decay)
 
 
 def test_training_lowers_the_loss_and_the_shares_are_read():
-    task = dict(num_pairs=3, num_keys=6, num_values=6)
-    model = RecallModel(13, 16, 2, "LF", gated=True, generator=torch.Generator().manual_seed(5))
-    losses = train_recall(
-        model, 12, **task, batch_size=8, lr=2e-2, generator=torch.Generator().manual_seed(6)
-    )
-    assert len(losses) == 12 and sum(losses[-3:]) < sum(losses[:3])
-    assert 0.0 <= recall_accuracy(model, **task, batch_size=32) <= 1.0
+    task = dict(num_keys=6, num_values=6)
+    models = RecallModels([5, 6], "attention", vocab_size=13, d_model=8, gated=True)
+    losses = train_recall(models, 15, pairs=(2, 3), **task, batch_size=8, lr=2e-2)
+    assert losses.shape == (15, 2) and (losses[-3:].sum(0) < losses[:3].sum(0)).all()
+    accuracy = recall_accuracy(models, 3, **task, batch_size=32)
+    assert accuracy.shape == (2,) and ((accuracy >= 0) & (accuracy <= 1)).all()
     tokens, _ = mqar_batch(4, 3, 6, 6, torch.Generator().manual_seed(7))
-    shares = first_position_share(model, tokens, skip=2)
-    assert (
-        len(shares) == 1 and shares[0].shape == (2,) and ((shares[0] > 0) & (shares[0] < 1)).all()
-    )
-    with pytest.raises(ValueError, match="layers"):
-        RecallModel(13, 16, 2, "LXF")
+    shares = first_position_share(models, tokens, skip=2)
+    assert shares.shape == (2, 2) and ((shares > 0) & (shares < 1)).all()
+    assert models.gates.shape == (2, 4, 2, 10, 4)
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="mixer"):
+        RecallModels([1], "mamba", vocab_size=13)
+    with pytest.raises(ValueError, match="gate"):
+        RecallModels([1], "linear", vocab_size=13, gated=True)
+    with pytest.raises(ValueError, match="attention mixer"):
+        first_position_share(RecallModels([1], "delta", vocab_size=13), torch.zeros(1, 4).long())

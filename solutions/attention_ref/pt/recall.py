@@ -1,31 +1,48 @@
-"""Lesson 13 (PyTorch only): multi-query associative recall, and tiny stacks of linear- and
-full-attention layers to train on it.
+"""Lesson 13 (PyTorch only): multi-query associative recall, and tiny one-layer models trained on
+it, several seeds at once.
 
-**MQAR** (Arora et al., 2024, Zoology): a sequence lists ``num_pairs`` key-value
-pairs, then asks for some of the keys again; at each such query the model must name the value
-that followed that key. Every pair must be kept until it is asked for, so the task measures how
-much a layer can recall from its context: all of it for softmax attention, whose KV cache keeps
-every token; what fits in its fixed state for a linear-attention layer.
+**MQAR** (Arora et al., 2024, Zoology): a sequence lists ``num_pairs`` key-value pairs, then asks
+for every key again, in another order; at each such query the model must name the value that
+followed that key. Every pair must be kept until it is asked for, so the task measures how much a
+layer can recall from its context: all of it for softmax attention, whose KV cache keeps every
+token; what fits in its fixed state for a linear-attention layer.
 
 ``mqar_batch(batch_size, num_pairs, num_keys, num_values, generator)``: token 0 is ``BOS``, keys
 are ids ``1 .. num_keys``, values ``num_keys + 1 .. num_keys + num_values``; the sequence is
 ``BOS k_1 v_1 ... k_N v_N q_1 ... q_N`` (the queries, the keys in a random order), and the
 targets are -100 (ignored) except at the queries, where they are the values asked for.
 
-``RecallModel(vocab_size, d_model, num_heads, layers, ...)``: an embedding, then one pre-norm
-residual block per letter of ``layers`` (``"L"``: a Gated DeltaNet layer, ``"F"``: causal softmax
-attention, optionally with Qiu et al.'s output gate), each followed by an MLP, and a linear read
-out. The Gated DeltaNet layer follows Qwen3-Next's (Yang et al., 2025): a short
-causal convolution over the projected queries, keys and values, L2-normalised queries and keys,
-``beta = sigmoid(x W_beta)``, ``log alpha = logsigmoid(x W_alpha + 3)``, and the gated delta rule
-computed by the function it is given (``delta_rule``: the library's chunked form by default,
-the learner's in the lesson). No positional encoding: the convolution and the recurrence order the
-tokens, and the full-attention layers read what they wrote.
+``RecallModels(seeds, mixer, ...)``: one model per seed, trained together (every parameter has a
+leading axis, one slice per model, so one matrix product serves every model): an embedding, one
+residual block with a token mixer, a read-out; no positional encoding. The mixer is
 
-``train_recall(model, steps, ...)`` trains with AdamW on fresh batches and returns the losses;
-``recall_accuracy(model, ...)`` is the share of queries answered right on held-out sequences;
-``first_position_share(model, tokens)`` the attention each full-attention layer's queries give
-position 0 (lesson 12's measure of a sink).
+* ``"linear"``: linear attention without a normaliser, ``S_t = S_{t-1} + k_t v_t^T``;
+* ``"delta"``: the delta rule (the gated delta rule with ``log_decay = 0``);
+* ``"gated_delta"``: the gated delta rule, ``log alpha_t = logsigmoid(x_t W_alpha + 5)``
+  (``alpha`` near 0.99 at first: MQAR needs no forgetting, and a state that forgets fast before
+  the model has learnt when to keep makes the first steps of training slower);
+* ``"attention"``: causal softmax attention, with Qiu et al.'s element-wise sigmoid gate on
+  each head's output before ``W^O`` when ``gated``.
+
+Every mixer projects ``x`` to q, k and v, then (``conv=True``) runs a **short causal
+convolution** of width 4 over the sequence on each of their channels (depthwise), then SiLU; the
+linear mixers L2-normalise q and k and scale q by ``1/sqrt(d_k)``, and compute ``beta =
+sigmoid(x W_beta)``. The convolution is what lets one layer bind a key to the value after it: at
+the value's position, k holds the key's token as well. The delta rules run the function they are
+given (``delta_rule``: the library's chunked form by default, the learner's in the lesson).
+
+This is the Gated DeltaNet layer *in the manner of* Qwen3-Next's (short convolution and SiLU,
+L2-normalised q and k, sigmoid beta), simpler in three ways: Qwen3-Next's decay is ``g =
+-exp(A_log) * softplus(x W_a + dt_bias)`` (Mamba-2's parametrisation), its output goes through a
+gated RMSNorm (``RMSNormGated``: RMSNorm, then times ``SiLU(x W_z)``) before ``W^O``, and its 16
+query/key heads are shared by 32 value heads. None of that is here.
+
+``train_recall(models, steps, ...)`` trains with AdamW on fresh batches (each model its own,
+drawn from its seed; the number of pairs drawn anew at each step, the same for every model) and
+returns the losses, ``(steps, models)``; ``recall_accuracy(models, num_pairs, ...)`` is each
+model's share of queries answered right on the same held-out sequences; ``first_position_share``
+the attention weight each attention model's queries give position 0 (lesson 12's measure of a
+sink).
 """
 
 from __future__ import annotations
@@ -35,18 +52,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from .delta import gated_delta_rule_chunked
-from .multihead import merge_heads, split_heads
 
 __all__ = [
     "BOS",
+    "MIXERS",
     "mqar_batch",
-    "RecallModel",
+    "RecallModels",
     "train_recall",
     "recall_accuracy",
     "first_position_share",
 ]
 
 BOS = 0
+DECAY_BIAS = 5.0  # log alpha = logsigmoid(x W_alpha + 5): alpha near 0.99 before training
+MIXERS = ("linear", "delta", "gated_delta", "attention")
 
 
 def mqar_batch(batch_size: int, num_pairs: int, num_keys: int, num_values: int, generator):
@@ -66,145 +85,150 @@ def mqar_batch(batch_size: int, num_pairs: int, num_keys: int, num_values: int, 
     return tokens, targets
 
 
-class ShortConv(nn.Module):
-    """A causal depthwise convolution over the sequence: position t mixes t - kernel + 1 .. t."""
+def _heads(x, num_heads):
+    """``(models, batch, n, h * d)`` -> ``(models, batch, h, n, d)``."""
+    return x.unflatten(-1, (num_heads, -1)).transpose(-2, -3)
 
-    def __init__(self, width: int, kernel: int = 4):
+
+def _merge(x):
+    return x.transpose(-2, -3).flatten(-2)
+
+
+def _short_conv(x, weight):
+    """A causal depthwise convolution per model: ``x`` ``(models, batch, n, c)``, ``weight``
+    ``(models, c, width)``; position t mixes positions t - width + 1 .. t."""
+    models, batch, n, c = x.shape
+    folded = x.permute(1, 0, 3, 2).reshape(batch, models * c, n)
+    width = weight.shape[-1]
+    mixed = F.conv1d(F.pad(folded, (width - 1, 0)), weight.reshape(models * c, 1, width),
+                     groups=models * c)  # fmt: skip
+    return mixed.reshape(batch, models, c, n).permute(1, 0, 3, 2)
+
+
+def _stacked(draws, shape, scale):
+    """One ``shape`` slice per model, each drawn from that model's own generator."""
+    return nn.Parameter(torch.stack([torch.randn(shape, generator=g) * scale for g in draws]))
+
+
+class RecallModels(nn.Module):
+    """One one-layer MQAR model per seed, trained together: ``models(tokens)`` with tokens
+    ``(models, batch, n)`` gives logits ``(models, batch, n, vocab_size)``. See the module
+    docstring. After a forward, ``weights`` holds an attention mixer's weights ``(models, batch,
+    h, n, n)`` and ``gates`` its gates ``(models, batch, h, n, d_v)`` (None otherwise)."""
+
+    def __init__(self, seeds, mixer, *, vocab_size, d_model=16, num_heads=2, conv=True,
+                 gated=False, delta_rule=gated_delta_rule_chunked, chunk_size=64):  # fmt: skip
         super().__init__()
-        self.kernel = kernel
-        self.weight = nn.Parameter(torch.randn(width, 1, kernel) / kernel)
-
-    def forward(self, x):  # (batch, n, width)
-        padded = F.pad(x.transpose(1, 2), (self.kernel - 1, 0))
-        return F.conv1d(padded, self.weight, groups=x.shape[-1]).transpose(1, 2)
-
-
-class GatedDeltaNetLayer(nn.Module):
-    """A Gated DeltaNet token mixer in the manner of Qwen3-Next's, ``delta_rule`` computing the
-    recurrence (``(q, k, v, beta, log_decay, chunk_size) -> (out, state)``)."""
-
-    def __init__(self, d_model: int, num_heads: int, delta_rule, chunk_size: int):
-        super().__init__()
-        self.num_heads, self.delta_rule, self.chunk_size = num_heads, delta_rule, chunk_size
-        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
-        self.conv = ShortConv(3 * d_model)
-        self.beta = nn.Linear(d_model, num_heads)
-        self.decay = nn.Linear(d_model, num_heads)
-        nn.init.constant_(self.decay.bias, 3.0)  # alpha = sigmoid(3) ~ 0.95 at the start
-        self.out = nn.Linear(d_model, d_model, bias=False)
-
-    def forward(self, x):
-        mixed = F.silu(self.conv(self.qkv(x)))
-        q, k, v = (split_heads(t, self.num_heads) for t in mixed.chunk(3, -1))
-        q = F.normalize(q, dim=-1) * q.shape[-1] ** -0.5
-        k = F.normalize(k, dim=-1)
-        beta = torch.sigmoid(self.beta(x)).transpose(1, 2)  # (batch, h, n)
-        log_decay = F.logsigmoid(self.decay(x)).transpose(1, 2)
-        out, _ = self.delta_rule(q, k, v, beta, log_decay, self.chunk_size)
-        return self.out(merge_heads(out))
-
-
-class FullAttentionLayer(nn.Module):
-    """Causal softmax attention, with Qiu et al.'s element-wise sigmoid gate before ``W^O`` when
-    ``gated``; ``self.weights`` keeps the last forward's attention weights ``(batch, h, n, n)``
-    and ``self.gates`` its gates ``(batch, h, n, d_head)`` (None without a gate)."""
-
-    def __init__(self, d_model: int, num_heads: int, gated: bool = False):
-        super().__init__()
-        self.num_heads = num_heads
-        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
-        self.gate = nn.Linear(d_model, d_model) if gated else None
-        self.out = nn.Linear(d_model, d_model, bias=False)
+        if mixer not in MIXERS:
+            raise ValueError(f"mixer is one of {MIXERS}, got {mixer!r}")
+        if gated and mixer != "attention":
+            raise ValueError(f"only the attention mixer has a gate, got gated=True for {mixer!r}")
+        self.seeds, self.mixer, self.num_heads = list(seeds), mixer, num_heads
+        self.delta_rule, self.chunk_size = delta_rule, chunk_size
+        draws = [torch.Generator().manual_seed(int(s)) for s in self.seeds]
+        d = d_model
+        self.embed = _stacked(draws, (vocab_size, d), 1.0)
+        self.qkv = _stacked(draws, (d, 3 * d), d**-0.5)
+        self.conv = _stacked(draws, (3 * d, 4), 0.25) if conv else None
+        self.beta = _stacked(draws, (d, num_heads), d**-0.5) if "delta" in mixer else None
+        self.decay = _stacked(draws, (d, num_heads), d**-0.5) if mixer == "gated_delta" else None
+        self.gate = _stacked(draws, (d, d), d**-0.5) if gated else None
+        self.out = _stacked(draws, (d, d), d**-0.5)
+        self.readout = _stacked(draws, (d, vocab_size), d**-0.5)
         self.weights = self.gates = None
 
-    def forward(self, x):
-        q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, -1))
-        n = x.shape[-2]
+    def _linear(self, x, q, k, v):
+        q = F.normalize(q, dim=-1) * q.shape[-1] ** -0.5
+        k = F.normalize(k, dim=-1)
+        if self.mixer == "linear":
+            return (q @ k.transpose(-1, -2)).tril() @ v  # S_t = sum_{i<=t} k_i v_i^T, read by q_t
+        beta = torch.sigmoid(x @ self.beta.unsqueeze(1)).transpose(-1, -2)  # (models, batch, h, n)
+        log_decay = torch.zeros_like(beta)
+        if self.decay is not None:
+            log_decay = F.logsigmoid(x @ self.decay.unsqueeze(1) + DECAY_BIAS).transpose(-1, -2)
+        out, _ = self.delta_rule(q, k, v, beta, log_decay, self.chunk_size)
+        return out
+
+    def _attention(self, x, q, k, v):
+        n = q.shape[-2]
         scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-        causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+        causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
         weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
         self.weights = weights.detach()
         heads = weights @ v
         if self.gate is not None:
-            gates = torch.sigmoid(split_heads(self.gate(x), self.num_heads))
+            gates = torch.sigmoid(_heads(x @ self.gate.unsqueeze(1), self.num_heads))
             self.gates = gates.detach()
             heads = heads * gates
-        return self.out(merge_heads(heads))
-
-
-class RecallModel(nn.Module):
-    """Embedding, one residual block per letter of ``layers`` ("L" linear, "F" full attention),
-    read-out: ``model(tokens)`` -> logits ``(batch, n, vocab_size)``."""
-
-    def __init__(self, vocab_size, d_model, num_heads, layers, *, gated=False,
-                 delta_rule=gated_delta_rule_chunked, chunk_size=16, generator=None):  # fmt: skip
-        super().__init__()
-        if set(layers) - {"L", "F"}:
-            raise ValueError(f'layers is a string of "L" (linear) and "F" (full), got {layers!r}')
-        if generator is not None:
-            torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
-        self.layers = layers
-        self.embed = nn.Embedding(vocab_size, d_model)
-        self.mixers = nn.ModuleList(
-            GatedDeltaNetLayer(d_model, num_heads, delta_rule, chunk_size) if kind == "L"
-            else FullAttentionLayer(d_model, num_heads, gated) for kind in layers
-        )  # fmt: skip
-        self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(2 * len(layers)))
-        self.mlps = nn.ModuleList(
-            nn.Sequential(nn.Linear(d_model, 2 * width), nn.GELU(), nn.Linear(2 * width, d_model))
-            for width in [d_model] * len(layers)
-        )
-        self.final_norm = nn.LayerNorm(d_model)
-        self.readout = nn.Linear(d_model, vocab_size)
+        return heads
 
     def forward(self, tokens):
-        x = self.embed(tokens)
-        for i, (mixer, mlp) in enumerate(zip(self.mixers, self.mlps)):
-            x = x + mixer(self.norms[2 * i](x))
-            x = x + mlp(self.norms[2 * i + 1](x))
-        return self.readout(self.final_norm(x))
+        embed = self.embed
+        x = torch.stack([embed[m][tokens[m]] for m in range(len(self.seeds))])
+        h = F.layer_norm(x, x.shape[-1:])
+        qkv = h @ self.qkv.unsqueeze(1)
+        if self.conv is not None:
+            qkv = _short_conv(qkv, self.conv)
+        q, k, v = (_heads(t, self.num_heads) for t in F.silu(qkv).chunk(3, dim=-1))
+        mixed = (self._attention if self.mixer == "attention" else self._linear)(h, q, k, v)
+        x = x + _merge(mixed) @ self.out.unsqueeze(1)
+        return F.layer_norm(x, x.shape[-1:]) @ self.readout.unsqueeze(1)
 
 
-def train_recall(model, steps, *, num_pairs, num_keys, num_values, batch_size=32, lr=3e-3,
-                 generator=None, progress=None):  # fmt: skip
-    """AdamW (weight decay 0.1) with a one-cycle learning rate, one fresh MQAR batch per step,
-    the loss on the queries only. ``progress`` wraps the range of steps (a progress bar).
-    Returns the loss of every step."""
-    device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+def _batches(models, batch_size, num_pairs, num_keys, num_values, draws):
+    """Each model's own batch, from its own generator: ``(models, batch, n)`` tokens, targets."""
+    made = [mqar_batch(batch_size, num_pairs, num_keys, num_values, g) for g in draws]
+    return torch.stack([t for t, _ in made]), torch.stack([y for _, y in made])
+
+
+def train_recall(models, steps, *, pairs, num_keys, num_values, batch_size=32, lr=3e-2,
+                 progress=None):  # fmt: skip
+    """AdamW (weight decay 0.1) with a one-cycle learning rate; at each step ``num_pairs`` drawn
+    from ``pairs`` (an int, or ``(low, high)`` inclusive; the same for every model) and each model
+    a fresh batch from its own seed. The loss is on the queries only, summed over the models.
+    ``progress`` wraps the range of steps (a progress bar). Returns the losses ``(steps,
+    models)``."""
+    device = models.embed.device
+    low, high = (pairs, pairs) if isinstance(pairs, int) else pairs
+    schedule_draw = torch.Generator().manual_seed(0)  # the pair counts: the same for every seed
+    draws = [torch.Generator().manual_seed(10_000 + int(s)) for s in models.seeds]
+    optimizer = torch.optim.AdamW(models.parameters(), lr=lr, weight_decay=0.1)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, total_steps=steps, pct_start=0.1)
     losses = []
-    model.train()
+    models.train()
     for _ in progress(range(steps)) if progress else range(steps):
-        tokens, targets = mqar_batch(batch_size, num_pairs, num_keys, num_values, generator)
-        logits = model(tokens.to(device))
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.to(device).flatten())
+        num_pairs = int(torch.randint(low, high + 1, (1,), generator=schedule_draw))
+        tokens, targets = _batches(models, batch_size, num_pairs, num_keys, num_values, draws)
+        logits = models(tokens.to(device))
+        loss = F.cross_entropy(logits.permute(0, 3, 1, 2), targets.to(device), reduction="none")
+        per_model = loss.sum(dim=(1, 2)) / (targets != -100).sum(dim=(1, 2)).to(device)
         optimizer.zero_grad()
-        loss.backward()
+        per_model.sum().backward()
         optimizer.step()
         schedule.step()
-        losses.append(loss.item())
-    model.eval()
-    return losses
+        losses.append(per_model.detach().cpu())
+    models.eval()
+    return torch.stack(losses)
 
 
 @torch.no_grad()
-def recall_accuracy(model, *, num_pairs, num_keys, num_values, batch_size=256, seed=1234) -> float:
-    """The share of queries whose value the model ranks first, on ``batch_size`` sequences drawn
-    with ``seed`` (the same held-out sequences for every model)."""
+def recall_accuracy(models, num_pairs, *, num_keys, num_values, batch_size=256, seed=1234):
+    """Each model's share of queries whose value it ranks first, on ``batch_size`` sequences
+    drawn with ``seed`` (the same held-out sequences for every model): ``(models,)``."""
     tokens, targets = mqar_batch(batch_size, num_pairs, num_keys, num_values,
                                  torch.Generator().manual_seed(seed))  # fmt: skip
-    device = next(model.parameters()).device
-    predicted = model(tokens.to(device)).argmax(dim=-1).cpu()
+    device = models.embed.device
+    tokens = tokens.expand(len(models.seeds), *tokens.shape)
+    predicted = models(tokens.to(device)).argmax(dim=-1).cpu()
     asked = targets != -100
-    return (predicted[asked] == targets[asked]).float().mean().item()
+    return (predicted[:, asked] == targets[asked]).float().mean(dim=-1)
 
 
 @torch.no_grad()
-def first_position_share(model, tokens, skip: int = 8) -> list[torch.Tensor]:
-    """Per full-attention layer, per head: the mean attention weight that queries ``skip ..
-    n - 1`` give position 0 (``BOS``) on ``tokens``."""
-    device = next(model.parameters()).device
-    model(tokens.to(device))
-    return [m.weights[:, :, skip:, 0].mean(dim=(0, 2)).cpu() for m in model.mixers
-            if isinstance(m, FullAttentionLayer)]  # fmt: skip
+def first_position_share(models, tokens, skip: int = 8) -> torch.Tensor:
+    """An attention mixer's mean weight on position 0 (``BOS``) from queries ``skip .. n - 1``
+    of ``tokens`` ``(batch, n)``: ``(models, heads)``."""
+    if models.mixer != "attention":
+        raise ValueError(f"only an attention mixer has weights to read, got {models.mixer!r}")
+    models(tokens.expand(len(models.seeds), *tokens.shape).to(models.embed.device))
+    return models.weights[:, :, :, skip:, 0].mean(dim=(1, 3)).cpu()
