@@ -119,6 +119,54 @@ def test_chunked_equals_recurrent_for_every_chunk_size(device, dtype, decay):
         np.testing.assert_allclose(np_got_state, np_state, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_batched_chunks_equal_the_recurrence_for_every_chunk_size(device, dtype):
+    """Every chunk's own work batched, the state handed on sequentially (padding to whole chunks
+    writes and forgets nothing): the recurrence's outputs and last state, from zeros or a state."""
+    n = 13
+    q, k, v, beta, g = _delta_inputs((2, 2), n, 5, 3, dtype, device, seed=15)
+    state = _randn((2, 2, 5, 3), dtype, device, seed=16)
+    for initial in (None, state):
+        want, want_state = rpt.gated_delta_rule_recurrent(q, k, v, beta, g, initial_state=initial)
+        for chunk_size in (1, 2, 4, 5, n, n + 3):
+            got, got_state = rpt.gated_delta_rule_batched_chunks(
+                q, k, v, beta, g, chunk_size, initial_state=initial
+            )
+            assert got.shape == want.shape and got.dtype == want.dtype
+            torch.testing.assert_close(got, want, **DELTA_TOLERANCES[dtype])
+            torch.testing.assert_close(got_state, want_state, **DELTA_TOLERANCES[dtype])
+    nothing = [x[..., :0, :] for x in (q, k, v)] + [x[..., :0] for x in (beta, g)]
+    empty, empty_state = rpt.gated_delta_rule_batched_chunks(*nothing)
+    assert empty.shape == (2, 2, 0, 3) and (empty_state == 0).all()
+
+
+def test_kimi_delta_rule_is_the_gated_rule_with_a_decay_per_channel(device):
+    """One decay per key channel: equal to the gated delta rule when every channel decays alike,
+    to a loop over the transition (I - beta k k^T) Diag(alpha) written out otherwise."""
+    q, k, v, beta, g = _delta_inputs((2,), 7, 4, 3, torch.float64, device, seed=17)
+    alike, alike_state = rpt.kimi_delta_rule_recurrent(q, k, v, beta, g[..., None].expand(2, 7, 4))
+    want, want_state = rpt.gated_delta_rule_recurrent(q, k, v, beta, g)
+    torch.testing.assert_close(alike, want)
+    torch.testing.assert_close(alike_state, want_state)
+    per_channel = -torch.rand(
+        2, 7, 4, generator=torch.Generator().manual_seed(18), dtype=torch.float64
+    )
+    per_channel = per_channel.to(device)
+    got, got_state = rpt.kimi_delta_rule_recurrent(q, k, v, beta, per_channel)
+    s = torch.zeros(2, 4, 3, dtype=torch.float64, device=device)
+    eye = torch.eye(4, dtype=torch.float64, device=device)
+    for t in range(7):
+        kt = k[:, t, :, None]
+        transition = (eye - beta[:, t, None, None] * kt @ kt.transpose(-1, -2)) @ torch.diag_embed(
+            per_channel[:, t].exp()
+        )
+        s = transition @ s + beta[:, t, None, None] * kt @ v[:, t, None, :]
+        torch.testing.assert_close(got[:, t], (q[:, t, None, :] @ s).squeeze(-2))
+    torch.testing.assert_close(got_state, s)
+    with pytest.raises(ValueError, match="key channel"):
+        rpt.kimi_delta_rule_recurrent(q, k, v, beta, g)
+
+
 def test_half_precision_is_computed_in_float32(device):
     q, k, v, beta, g = _delta_inputs((2,), 11, 4, 4, torch.float32, device, seed=7)
     want, _ = rpt.gated_delta_rule_recurrent(q, k, v, beta, g)

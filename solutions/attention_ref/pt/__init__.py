@@ -29,8 +29,10 @@ from .circuits import (  # lesson 15
 )
 from .decoding import cached_self_attention  # lesson 9
 from .delta import (  # lesson 13
+    gated_delta_rule_batched_chunks,
     gated_delta_rule_chunked,
     gated_delta_rule_recurrent,
+    kimi_delta_rule_recurrent,
     ut_transform,
 )
 from .device import available_devices, pick_device  # every lesson: cuda > mps > cpu
@@ -60,7 +62,7 @@ from .gqa import (  # lesson 12
     mean_pool_kv_heads,
     repeat_kv_heads,
 )
-from .hybrid import linear_state_bytes, stack_cache_bytes  # lesson 13
+from .hybrid import linear_state_bytes, short_conv_state_bytes, stack_cache_bytes  # lesson 13
 from .latent import (  # lesson 12
     absorb_mla_params,
     init_mla_params,
@@ -271,8 +273,11 @@ __all__ = [
     "linear_attention_recurrent",
     "gated_delta_rule_recurrent",
     "ut_transform",
+    "gated_delta_rule_batched_chunks",
     "gated_delta_rule_chunked",
+    "kimi_delta_rule_recurrent",
     "linear_state_bytes",
+    "short_conv_state_bytes",
     "stack_cache_bytes",
     "indexer_scores",
     "top_k_indices",

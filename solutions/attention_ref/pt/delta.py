@@ -4,7 +4,22 @@
 Computed in float32 at least (float64 stays float64), as Hugging Face's Qwen3-Next does
 (``torch_chunk_gated_delta_rule``, which the reference tests compare with); the output comes back
 in the inputs' dtype, the state in the computing dtype. The UT transform solves its unit
-lower-triangular system with ``torch.linalg.solve_triangular``."""
+lower-triangular system with ``torch.linalg.solve_triangular``.
+
+Two forms beyond the NumPy twin's:
+
+* ``gated_delta_rule_batched_chunks``: the chunkwise form as fast kernels organise it (Yang et
+  al., 2024, section 3; flash-linear-attention's ``chunk_gated_delta_rule``). What a chunk needs
+  that does not depend on the state entering it -- its UT transform ``T``, ``W = T diag(gamma) K``
+  and ``T V`` -- is computed for **every chunk at once**, in batched products; only the hand-off
+  of the state from chunk to chunk is sequential (``n / C`` small steps), and each chunk's
+  outputs follow from the state that entered it. The text is padded to whole chunks with
+  positions that write nothing (``beta = 0``) and forget nothing (``log_decay = 0``), as
+  ``transformers`` pads it.
+* ``kimi_delta_rule_recurrent``: Kimi Delta Attention's rule (Kimi Team, 2025), the gated delta
+  rule with a decay **per key channel**: first ``S <- Diag(alpha_t) S`` (row c of S, key
+  feature c, decays by ``alpha_tc``), then the delta rule's read and write, ``S_t = (I - beta_t
+  k_t k_t^T) Diag(alpha_t) S_{t-1} + beta_t k_t v_t^T``; ``log_decay`` is ``(..., n, d_k)``."""
 
 from __future__ import annotations
 
@@ -13,7 +28,13 @@ import torch
 from .. import _checks_linear
 from .retrieval import as_float_tensor
 
-__all__ = ["gated_delta_rule_recurrent", "ut_transform", "gated_delta_rule_chunked"]
+__all__ = [
+    "gated_delta_rule_recurrent",
+    "ut_transform",
+    "gated_delta_rule_chunked",
+    "gated_delta_rule_batched_chunks",
+    "kimi_delta_rule_recurrent",
+]
 
 
 def _work_dtype(*tensors) -> torch.dtype:
@@ -111,4 +132,60 @@ def gated_delta_rule_chunked(
         )
         outs.append(out)
     out = torch.cat(outs, dim=-2) if outs else v.clone()
+    return out.to(out_dtype), s
+
+
+def _padded(q, k, v, b, g, chunk_size):
+    """The inputs padded to whole chunks (padding writes nothing and forgets nothing) and split
+    into them: ``(..., chunks, C, d)`` and ``(..., chunks, C)``."""
+    pad = -k.shape[-2] % chunk_size
+    q, k, v = (torch.nn.functional.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
+    b, g = (torch.nn.functional.pad(x, (0, pad)) for x in (b, g))
+    split = [x.unflatten(-2, (-1, chunk_size)) for x in (q, k, v)]
+    return (*split, *(x.unflatten(-1, (-1, chunk_size)) for x in (b, g)))
+
+
+def gated_delta_rule_batched_chunks(
+    queries, keys, values, beta, log_decay=None, chunk_size: int = 64, initial_state=None
+):
+    """The chunkwise gated delta rule with every chunk's own work batched (module docstring):
+    the same ``(out, state)`` as ``gated_delta_rule_recurrent``, for every ``chunk_size``."""
+    chunk_size = _checks_linear.chunk_size(chunk_size)
+    q, k, v, b, g, s, out_dtype = _inputs(queries, keys, values, beta, log_decay, initial_state)
+    n = k.shape[-2]
+    if n == 0:
+        return v.clone().to(out_dtype), s
+    q, k, v, b, g = _padded(q, k, v, b, g, chunk_size)
+    cum = g.cumsum(dim=-1)  # (..., chunks, C): log gamma within each chunk
+    gamma = cum.exp()
+    t = ut_transform(k, b, g)  # every chunk's T at once
+    w, tv = t @ (gamma[..., None] * k), t @ v  # U = T V - W S_0 for the state S_0 entering
+    scores = (q @ k.transpose(-1, -2)).tril() * _decay_matrix(g)
+    to_end = (cum[..., -1:] - cum).exp()[..., None] * k  # K * gamma_C / gamma
+    outs = []
+    for c in range(k.shape[-3]):  # the only sequential part: n / C state hand-offs
+        u = tv[..., c, :, :] - w[..., c, :, :] @ s
+        outs.append(gamma[..., c, :, None] * (q[..., c, :, :] @ s) + scores[..., c, :, :] @ u)
+        s = gamma[..., c, -1, None, None] * s + to_end[..., c, :, :].transpose(-1, -2) @ u
+    return torch.cat(outs, dim=-2)[..., :n, :].to(out_dtype), s
+
+
+def kimi_delta_rule_recurrent(queries, keys, values, beta, log_decay, initial_state=None):
+    """Kimi Delta Attention one position at a time: as ``gated_delta_rule_recurrent`` with
+    ``log_decay`` ``(..., n, d_k)``, one decay per key channel: ``(out, state)``."""
+    log_decay = as_float_tensor("log_decay", log_decay)
+    if log_decay.ndim < 2 or log_decay.shape[-1] != keys.shape[-1]:
+        raise ValueError(
+            f"log_decay holds one decay per position and key channel, (..., n, d_k) with d_k = "
+            f"{keys.shape[-1]}, got {tuple(log_decay.shape)}"
+        )
+    q, k, v, b, _, s, out_dtype = _inputs(queries, keys, values, beta, None, initial_state)
+    g = log_decay.to(k.dtype).expand(*k.shape)
+    steps = []
+    for t in range(k.shape[-2]):
+        s = s * g[..., t, :, None].exp()  # row c (key feature c) decays by alpha_tc
+        recalled = (k[..., t, None, :] @ s).squeeze(-2)
+        s = s + k[..., t, :, None] * (b[..., t, None] * (v[..., t, :] - recalled))[..., None, :]
+        steps.append((q[..., t, None, :] @ s).squeeze(-2))
+    out = torch.stack(steps, dim=-2) if steps else v.clone()
     return out.to(out_dtype), s
