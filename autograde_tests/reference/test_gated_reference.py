@@ -165,6 +165,39 @@ def test_stack_bytes_are_those_of_qwen3_nexts_caches():
     assert rnp.stack_cache_bytes(["linear_attention"] * 3, 10**6, kv, 7) == 21
 
 
+def test_short_conv_state_bytes_are_what_transformers_caches():
+    """A Gated DeltaNet layer of ``transformers`` (tiny, on the CPU) run with a cache keeps its
+    convolution's last ``kernel`` inputs of every channel (q and k of the key heads, v of the value
+    heads): ``short_conv_state_bytes`` counts the same, and 64 KiB for Qwen3-Next's layer."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.cache_utils import DynamicCache
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
+
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    c = transformers.Qwen3NextConfig(
+        hidden_size=32, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+        linear_value_head_dim=8, num_hidden_layers=4,
+        layer_types=["linear_attention"] * 3 + ["full_attention"],
+    )  # fmt: skip
+    torch.manual_seed(0)
+    layer, cache = Qwen3NextGatedDeltaNet(c, 0), DynamicCache(config=c)
+    with torch.no_grad():
+        for n in (7, 1):  # a prompt, then one decoded token
+            layer(torch.randn(1, n, 32), cache_params=cache)
+            conv = cache.get_conv_state(0, state_idx=0)
+            channels = 2 * 2 * 8 + 4 * 8
+            assert conv.shape == (1, channels, c.linear_conv_kernel_dim)
+            assert (
+                rpt.short_conv_state_bytes(channels, c.linear_conv_kernel_dim, conv.element_size())
+                == conv.numel() * conv.element_size()
+            )
+    big = transformers.Qwen3NextConfig()
+    channels = 2 * big.linear_num_key_heads * big.linear_key_head_dim + (
+        big.linear_num_value_heads * big.linear_value_head_dim
+    )
+    assert rnp.short_conv_state_bytes(channels, big.linear_conv_kernel_dim, 2) == 64 * 1024
+
+
 BAD_INPUTS = [
     (
         "a gate of another width",
@@ -188,6 +221,7 @@ BAD_INPUTS = [
         "layer_types",
     ),
     ("zero heads", lambda: rpt.linear_state_bytes(0, 128, 128), "num_heads"),
+    ("zero channels", lambda: rpt.short_conv_state_bytes(0, 4), "channels"),
 ]
 
 

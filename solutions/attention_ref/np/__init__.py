@@ -37,7 +37,7 @@ from .gqa import (  # lesson 12
     mean_pool_kv_heads,
     repeat_kv_heads,
 )
-from .hybrid import linear_state_bytes, stack_cache_bytes  # lesson 13
+from .hybrid import linear_state_bytes, short_conv_state_bytes, stack_cache_bytes  # lesson 13
 from .latent import (  # lesson 12
     absorb_mla_params,
     init_mla_params,
@@ -196,6 +196,7 @@ __all__ = [
     "ut_transform",
     "gated_delta_rule_chunked",
     "linear_state_bytes",
+    "short_conv_state_bytes",
     "stack_cache_bytes",
     "indexer_scores",
     "top_k_indices",

@@ -7,15 +7,21 @@ layer (Gated DeltaNet, Kimi Delta Attention, ...) keeps one ``d_k x d_v`` state 
 the context. A hybrid stack lists its layers' kinds, as Hugging Face configs do in
 ``layer_types``: Qwen3-Next-80B-A3B has 48 layers, three Gated DeltaNet layers to each gated
 full-attention layer; Kimi Linear 48B-A3B 27 layers, 20 of Kimi Delta Attention and 7 of MLA.
-(The short convolutions these models run before their linear layers cache a few more positions'
-inputs, ``kernel - 1`` per layer: left out here.)
+
+The short causal convolution these models run over q, k and v before a linear layer's recurrence
+keeps state too: the last inputs of each of its channels. A convolution of width ``kernel`` needs
+the ``kernel - 1`` positions before the new one (what the causal-conv1d kernels keep);
+``transformers``' cache keeps ``kernel`` (``update_conv_state``). Qwen3-Next: 8,192 channels
+(q and k of 16 heads of 128, v of 32 heads of 128) x 4 positions x 2 bytes = 64 KiB per layer,
+about 3 % of the layer's 2 MiB float32 state (``short_conv_state_bytes``; add it to
+``state_bytes``).
 """
 
 from __future__ import annotations
 
 from .._checks import positive_int
 
-__all__ = ["linear_state_bytes", "stack_cache_bytes"]
+__all__ = ["linear_state_bytes", "short_conv_state_bytes", "stack_cache_bytes"]
 
 KINDS = ("full_attention", "linear_attention")
 
@@ -26,6 +32,15 @@ def linear_state_bytes(num_heads: int, d_k: int, d_v: int, bytes_per_value: int 
     for name, value in (("num_heads", num_heads), ("d_k", d_k), ("d_v", d_v)):
         positive_int(name, value)
     return num_heads * d_k * d_v * positive_int("bytes_per_value", bytes_per_value)
+
+
+def short_conv_state_bytes(channels: int, positions: int = 4, bytes_per_value: int = 2) -> int:
+    """A short convolution's decode state: the last ``positions`` inputs of each of its
+    ``channels`` (``kernel`` in ``transformers``' cache, ``kernel - 1`` in the causal-conv1d
+    kernels), whatever the context."""
+    for name, value in (("channels", channels), ("positions", positions)):
+        positive_int(name, value)
+    return channels * positions * positive_int("bytes_per_value", bytes_per_value)
 
 
 def stack_cache_bytes(

@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from ..np.hybrid import linear_state_bytes, stack_cache_bytes
+from ..np.hybrid import linear_state_bytes, short_conv_state_bytes, stack_cache_bytes
 
-__all__ = ["linear_state_bytes", "stack_cache_bytes"]
+__all__ = ["linear_state_bytes", "short_conv_state_bytes", "stack_cache_bytes"]
