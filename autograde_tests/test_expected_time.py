@@ -89,9 +89,11 @@ def test_the_method_counts_what_it_states(timed_lesson):
     # 6 code cells at 1/4, 2 figures at 1, one experiment at 1
     assert parts.running == pytest.approx(6 * 0.25 + 2 + 1)
     # a function 3, a challenge 5, a kernel 20, a free text 5; the statements' 30 + 5 words at
-    # 30 a minute (the free text after an answer is no statement); 16 answer lines at 1/4; a
-    # question 1
-    assert parts.exercises == pytest.approx(3 + 5 + 20 + 5 + 35 / 30 + 16 * 0.25 + 1)
+    # 30 a minute (the free text after an answer is no statement); 16 answer lines at 1/4, and
+    # the function's 8 and the challenge's 4 squared over 50 (not the kernel's); a question 1
+    assert parts.exercises == pytest.approx(
+        3 + 5 + 20 + 5 + 35 / 30 + 16 * 0.25 + (64 + 16) / 50 + 1
+    )
     total = (parts.reading + parts.running + parts.exercises) * 1.10
     assert method.computed_minutes(timed_lesson) == 5 * round(total / 5)
     assert [

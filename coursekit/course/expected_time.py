@@ -18,16 +18,25 @@ The method (``METHOD`` below; the book's course map states it to readers):
   words of the exercise's statement and hint (from its ``**Exercise N**`` or ``**Challenge**`` to
   its answer cell: what it asks must be worked out, and a longer contract asks more), and a
   quarter of a minute per line of the model answer (non-blank, non-comment lines between the
-  solution markers: a longer answer takes longer to write and debug); one minute per self-check
-  question (a ``<details>`` whose summary asks a question: think, then open it);
+  solution markers: a longer answer takes longer to write and debug), plus, for a function or a
+  challenge, the square of those lines over 50 (the parts of a long answer meet each other: a
+  cache with offsets beside grouped heads beside sinks is debugged as a whole, so a 38-line
+  answer takes far more than twice a 19-line one; a Triton kernel's 20 minutes already count
+  that); one minute per self-check question (a ``<details>`` whose summary asks a question:
+  think, then open it);
 * a margin of 10 % (restarts, typos, a second look), and the total rounded to 5 minutes, or to
   10 from two hours on.
 
 Calibrated (2026-11-28) against the expert reads of four lessons: lesson 8, 3 to 4 hours; lesson
-10, 3 hours (3.5 to 4 for a weaker learner); lessons 11 and 12, 4 to 5 hours. The method gives
-210, 180, 280 and 250 minutes; the other lessons' former estimates, which nobody disputed, stay
-within 15 % as a check. (The method before it charged 5 minutes per experiment and nothing for a
-statement's length: it put lesson 10 above lesson 12 and lessons 11 and 12 near 200 minutes.)
+10, 3 hours (3.5 to 4 for a weaker learner); lessons 11 and 12, 4 to 5 hours. Recalibrated
+(2026-12-07) against two more: lesson 13, 3 hours for a strong learner and 4 to 5 for a median
+one; lesson 14, 4 to 6 hours, whose long answers (a 38-line attention block, 45 to 60 minutes by
+the read) the method put at 200 minutes, below lesson 13. The squared answer lines were added
+then: the method now gives lessons 8, 10, 11, 12, 13 and 14 230, 190, 300, 270, 250 and 280
+minutes, each inside its read's range; the other lessons move by at most 18 % (lesson 1, whose
+20-line challenge gains 8 minutes). (The method before 2026-11-28 charged 5 minutes per
+experiment and nothing for a statement's length: it put lesson 10 above lesson 12 and lessons 11
+and 12 near 200 minutes.)
 The lesson's own line ``**Expected time:** about N minutes`` must state the computed N (a test
 holds them together); ``--write`` rewrites those lines after the lessons change.
 """
@@ -55,6 +64,7 @@ MINUTES_PER_CELL, MINUTES_PER_FIGURE, MINUTES_PER_EXPERIMENT = 0.25, 1, 1
 MINUTES_PER_EXERCISE = {"function": 3, "challenge": 5, "kernel": 20, "free text": 5}
 STATEMENT_WORDS_PER_MINUTE = 30
 MINUTES_PER_ANSWER_LINE = 0.25
+SQUARED_ANSWER_LINES_PER_MINUTE = 50  # an answer of L lines (function, challenge): L**2 / 50 more
 MINUTES_PER_QUESTION = 1
 MARGIN = 0.10
 METHOD = (
@@ -65,7 +75,8 @@ METHOD = (
     f" {MINUTES_PER_EXERCISE['challenge']} per challenge, {MINUTES_PER_EXERCISE['kernel']} per"
     f" Triton kernel and {MINUTES_PER_EXERCISE['free text']} per free-text answer, plus a minute"
     f" per {STATEMENT_WORDS_PER_MINUTE} words of the exercise's statement and a quarter of a"
-    " minute per line of the model answer; a minute per self-check question; then"
+    " minute per line of the model answer, and for a function or challenge the square of its"
+    f" lines over {SQUARED_ANSWER_LINES_PER_MINUTE}; a minute per self-check question; then"
     f" {MARGIN:.0%} more, rounded to 5 minutes (to 10 from two hours on)"
 )
 
@@ -154,8 +165,10 @@ def parts_of(item: Lesson) -> Parts:
             _code(parts, cell)
         if is_solution(cell) and grade_id(cell):
             open_statement = False  # the statement ends at its answer
-            parts.exercises += MINUTES_PER_EXERCISE[exercise_kind(cell, statement)]
-            parts.exercises += MINUTES_PER_ANSWER_LINE * answer_lines(cell.source)
+            kind, lines = exercise_kind(cell, statement), answer_lines(cell.source)
+            parts.exercises += MINUTES_PER_EXERCISE[kind] + MINUTES_PER_ANSWER_LINE * lines
+            if kind in ("function", "challenge"):
+                parts.exercises += lines**2 / SQUARED_ANSWER_LINES_PER_MINUTE
     return parts
 
 
