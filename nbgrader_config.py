@@ -38,6 +38,7 @@ c.CourseDirectory.ignore = [
     "mistakes.yml",
     "alternatives.yml",
     "mutants.yml",
+    "experiments.yml",
 ]
 
 # A cell may run this long before it is interrupted and the rest of the notebook is graded.
