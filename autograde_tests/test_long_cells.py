@@ -17,8 +17,8 @@ from coursekit.course.reading import source_to_notebook
 
 pytestmark = pytest.mark.unit
 LESSONS = all_lessons()
-# Lessons whose long cells another change is describing (issue 54: lesson 13's own speed).
-PENDING = {"lesson13": "lesson 13's recall runs are being made shorter; their sentences come then"}
+# Lessons whose long cells another change is describing: {assignment: why}.
+PENDING: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda item: item.assignment)

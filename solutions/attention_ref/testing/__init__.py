@@ -47,7 +47,6 @@ from .checks import (
 from .cost import Cost, cost_profile
 from .growth import expect_growth, growth
 from .holdings import Holdings, expect_holds_at_most, expect_no_hidden_state, holdings
-from .kept_outside import expect_nothing_kept_outside
 from .meta_device import expect_device_agnostic, expect_device_argument
 from .one_pass import expect_one_pass
 from .ownership import expect_no_library_call, expect_own_function, from_library
@@ -65,7 +64,6 @@ __all__ = [
     "expect_growth",
     "expect_holds_at_most",
     "expect_no_hidden_state",
-    "expect_nothing_kept_outside",
     "growth",
     "holdings",
     "expect_close",
