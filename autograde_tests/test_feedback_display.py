@@ -65,6 +65,11 @@ CELLS = {
     "### END HIDDEN TESTS",
     "hidden crash naming nothing": "### BEGIN HIDDEN TESTS\nscores(np.ones((2, 3)), 1)\n"
     "### END HIDDEN TESTS",
+    # a check that returns what it ran (on PyTorch's meta device), last in its cell: no Out[]
+    "ends in a check": "import torch\nfrom attention_ref.testing import expect_device_agnostic\n"
+    "expect_device_agnostic(lambda x: 2 * x, torch.ones(3), what='doubles')",
+    "ends in a value": "out = expect_device_agnostic(lambda x: 2 * x, torch.ones(3), what='two')\n"
+    "out.device.type",
     "lesson 3's kernel": "__session__ = 'work/lesson03/masking.ipynb'",
     "given cell skipped": "mask_image",
     "answer skipped": "leaks_future",
@@ -197,6 +202,15 @@ def test_a_crash_in_a_hidden_test_names_the_property_it_was_checking(ran):
         "(raised on an input of a hidden test that the visible ones do not try: re-read which "
         "shapes, batch axes, dtypes and values the exercise allows)"
     ), evalue
+
+
+def test_a_cell_ending_in_a_check_shows_what_it_ran_only_when_asked(ran):
+    def shown(cell):
+        return [o.data["text/plain"] for o in cell.outputs if o.output_type == "execute_result"]
+
+    assert shown(ran["ends in a check"]) == [], shown(ran["ends in a check"])
+    assert _stdout(ran["ends in a check"]).strip() == PASSED
+    assert shown(ran["ends in a value"]) == ["'meta'"]
 
 
 def test_naming_the_property_runs_no_code_of_the_learners():

@@ -21,14 +21,16 @@ fails, its execute reply says so), and the handler always publishes the error as
 traceback is shown instead. While grading, coursekit.grading.guard snapshots the registered
 handler with the rest of IPython's machinery and puts it back if a submission replaces it.
 
-A cell in which checks ran and nothing failed says so in one line (:data:`PASSED`), except in a
-grading kernel (which sets ``QUIET_ENV``): the graded notebook and its feedback stay as they were.
+A cell in which checks ran and nothing failed says so in one line (:data:`PASSED`), and a cell
+whose last statement is a check shows no ``Out[]``, except in a grading kernel (which sets
+``QUIET_ENV``): the graded notebook and its feedback stay as they were.
 
 Standard library only, and IPython only when it is already running: nothing to import elsewhere.
 """
 
 from __future__ import annotations
 
+import ast
 import linecache
 import os
 import sys
@@ -236,7 +238,41 @@ def register(shell=None) -> bool:
     if not os.environ.get(QUIET_ENV):
         shell.events.register("pre_run_cell", _before_cell)
         shell.events.register("post_run_cell", _after_cell)
+        _quiet_after_checks(shell)
     return True
+
+
+def _quiet_after_checks(shell) -> None:
+    """A cell whose last statement is a check shows no ``Out[]``, as if it ended in ``;``. Some
+    checks return what they ran, for code that wants it (expect_device_agnostic: the result on
+    PyTorch's meta device), and a learner read the echoed ``tensor(..., device='meta')`` above
+    the cell's ✓ as a failure. Every other cell's result is shown as IPython would."""
+    hook = getattr(shell, "displayhook", None)
+    said = getattr(hook, "quiet", None)
+    if said is None:
+        return
+
+    def quiet() -> bool:
+        if said():
+            return True
+        try:
+            return _ends_in_check(shell.history_manager.input_hist_parsed[-1])
+        except Exception:  # noqa: BLE001 -- no history (an embedded shell): show as IPython does
+            return False
+
+    hook.quiet = quiet
+
+
+def _ends_in_check(cell: str) -> bool:
+    try:
+        body = ast.parse(cell).body
+    except (SyntaxError, ValueError):
+        return False
+    last = body[-1] if body else None
+    call = last.value if isinstance(last, ast.Expr) else None
+    function = getattr(call, "func", None)
+    name = getattr(function, "id", None) or getattr(function, "attr", None)
+    return isinstance(call, ast.Call) and str(name).startswith("expect_")
 
 
 __all__ = ["PASSED", "QUIET_ENV", "compact", "note_check", "register", "show"]
