@@ -11,7 +11,8 @@ section 4.2; Widrow and Hoff's rule as a fast-weight update) first reads what th
 (with ``beta_t = 1`` and ``|k_t| = 1``, the value stored under ``k_t`` is replaced).
 
 The **gated delta rule** (Gated DeltaNet, Yang, Kautz and Hatamizadeh, 2025) also
-forgets: the whole state decays by ``alpha_t = exp(log_decay_t)`` in ``(0, 1]`` first,
+forgets: the whole state decays by ``alpha_t = exp(log_decay_t)`` in ``[0, 1]`` first (0: a log
+decay of ``-inf``, the state forgotten),
 
     S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,      out_t = S_t^T q_t .
 
