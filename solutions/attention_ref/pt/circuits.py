@@ -10,8 +10,9 @@ Conventions (the course's row vectors, ``x @ W``): a head's query is ``x @ w_q``
   the 1 / sqrt(d_head)) of a query token i for a key token j;
 * the OV circuit ``w_e w_v w_o w_u`` (vocab x vocab): row i is what attending to token i adds
   to each logit;
-* ``W_QK = w_q w_k^T`` and ``W_OV = w_v w_o`` (d_model x d_model) are the two bilinear maps a head
-  is made of; Elhage et al. write them for column vectors, ``W_QK^T`` and ``W_OV^T`` of these.
+* ``W_QK = w_q w_k^T`` and ``W_OV = w_v w_o`` (d_model x d_model) are the two maps a head is made
+  of; Elhage et al. write column vectors (their W_Q is ``w_q^T``): their W_QK is this one, their
+  W_OV the transpose of this one.
 
 Every function runs on the device of its inputs.
 """
