@@ -241,7 +241,9 @@ def _fingerprint(value, skip=(), home: dict | None = None) -> tuple:
     return (id(value), held.objects, held.bytes, held.arrays, held.links)
 
 
-_IPYTHON = re.compile(r"_{1,3}|_i{1,3}|_i?\d+|_oh|_ih|_dh|In|Out")
+# IPython's names in a kernel's namespace: its history, and `exit`, `quit` and `get_ipython`, which
+# hold the shell (and through it every object of the session, IPython's own state included).
+_IPYTHON = re.compile(r"_{1,3}|_i{1,3}|_i?\d+|_oh|_ih|_dh|In|Out|exit|quit|get_ipython")
 
 
 def _library_modules() -> list:
