@@ -10,6 +10,8 @@ that remembers.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -288,6 +290,32 @@ def _writes_into(memory, x):
 
 def test_no_hidden_state_is_not_fooled_by_a_result_of_none():
     assert expect_no_hidden_state(_writes_into, {}, 3, what="state in memory") is None
+
+
+class _Shell:  # IPython's shell, as `exit` holds it: what a call prints changes its state
+    def __init__(self):
+        self.outputs = []
+
+
+class _Autocall:
+    def __init__(self, shell):
+        self._ip = shell
+
+
+exit = _Autocall(_Shell())  # noqa: A001 -- IPython binds it in every kernel's namespace
+
+
+def _prints_and_warns(memory, x):
+    exit._ip.outputs.append(f"{x}")  # what the shell keeps of a print
+    registry = globals().setdefault("__warningregistry__", {})  # what warnings.warn does
+    warnings.warn_explicit("a warning", UserWarning, "cell", 1, registry=registry)
+    memory["x"] = x
+
+
+def test_no_hidden_state_is_not_fooled_by_the_kernel_printing_or_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        assert expect_no_hidden_state(_prints_and_warns, {}, 3, what="state in memory") is None
 
 
 class _Slotted:

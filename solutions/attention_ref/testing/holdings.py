@@ -241,9 +241,12 @@ def _fingerprint(value, skip=(), home: dict | None = None) -> tuple:
     return (id(value), held.objects, held.bytes, held.arrays, held.links)
 
 
-# IPython's names in a kernel's namespace: its history, and `exit`, `quit` and `get_ipython`, which
-# hold the shell (and through it every object of the session, IPython's own state included).
-_IPYTHON = re.compile(r"_{1,3}|_i{1,3}|_i?\d+|_oh|_ih|_dh|In|Out|exit|quit|get_ipython")
+# What Python and IPython keep in a kernel's namespace: IPython's history; `exit`, `quit` and
+# `get_ipython`, which hold the shell (a call that prints changes its state, and through it every
+# object of the session); and the registry of warnings already shown, which a call that warns grows.
+_IPYTHON = re.compile(
+    r"_{1,3}|_i{1,3}|_i?\d+|_oh|_ih|_dh|In|Out|exit|quit|get_ipython|__warningregistry__"
+)
 
 
 def _library_modules() -> list:
