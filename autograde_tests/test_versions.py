@@ -49,3 +49,17 @@ def test_the_gpu_script_parses():
     script = ROOT / "coursekit" / "bench" / "gpu_check.sh"
     done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_cell_that_runs_too_long_is_reported_and_the_run_goes_on(monkeypatch, tmp_path):
+    import nbclient
+    import nbformat
+
+    def too_long(client):
+        raise nbclient.exceptions.CellTimeoutError("A cell timed out after 1800 seconds.\nmore")
+
+    monkeypatch.setattr(nbclient.NotebookClient, "execute", too_long)
+    monkeypatch.setenv("JUPYTER_PATH", "")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+    lines = versions.execute(nb, tmp_path, tmp_path / "venv")
+    assert lines == ["  A cell timed out after 1800 seconds. (the cells after it did not run)"]

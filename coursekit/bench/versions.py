@@ -162,7 +162,8 @@ def reference_tests(venv: Path) -> str:
 
 
 def execute(nb, cwd: Path, venv: Path) -> list[str]:
-    """Run ``nb`` in a kernel of ``venv``, every cell; one line for each cell that raised."""
+    """Run ``nb`` in a kernel of ``venv``, every cell; one line for each cell that raised, and one
+    for a cell that ran past nbclient's timeout (the next lessons still run)."""
     import nbclient
 
     from coursekit.bench.cells import raised
@@ -175,7 +176,11 @@ def execute(nb, cwd: Path, venv: Path) -> list[str]:
         allow_errors=True,
         resources={"metadata": {"path": str(cwd)}},
     )
-    client.execute()
+    try:
+        client.execute()
+    except nbclient.exceptions.CellTimeoutError as slow:  # nbclient stops the notebook there
+        first = str(slow).splitlines()[0]
+        return [*raised(nb), f"  {first} (the cells after it did not run)"]
     return raised(nb)
 
 
