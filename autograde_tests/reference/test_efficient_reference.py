@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import attention_ref.np as rnp
 import attention_ref.pt as rpt
-from attention_ref.profiling import best_time, count_multiply_adds, peak_memory
+from attention_ref.profiling import best_time, count_multiply_adds, median_time, peak_memory
 
 from .test_sdpa_reference import SHAPES, _masks, _randn, _reference_sdpa
 from .tolerances import FLOAT_DTYPES, TOLERANCES
@@ -200,11 +200,22 @@ def test_profiling_helpers(device):
         with pytest.raises(ValueError, match="NumPy"):
             peak_memory(torch.matmul, t, t)
     assert best_time(torch.matmul, t, t, repeat=2) > 0
+    assert median_time(torch.matmul, t, t, repeat=3) > 0
     a, b = torch.ones(3, 4, 5, device=device), torch.ones(5, 6, device=device)
     out, macs = count_multiply_adds(
         lambda: (a @ b, torch.nn.functional.linear(a, b.T), torch.bmm(a, a.transpose(1, 2)))
     )
     assert macs == 3 * 4 * 6 * 5 + 3 * 4 * 6 * 5 + 3 * 4 * 4 * 5
+
+
+def test_median_time_warms_up_then_takes_the_median_of_its_runs(monkeypatch):
+    import attention_ref.profiling as profiling
+
+    clock = iter([0.0, 5.0, 10.0, 11.0, 20.0, 22.0, 30.0, 39.0])  # warm-up 5 s, then runs of 1, 2, 9 s
+    monkeypatch.setattr(profiling.time, "perf_counter", lambda: next(clock, 39.0))
+    calls = []
+    assert median_time(calls.append, "x", repeat=3, warmup=1) == 2.0
+    assert calls == ["x"] * 4
 
 
 def test_bad_input_is_named():

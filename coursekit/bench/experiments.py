@@ -67,42 +67,53 @@ def _rounded(value):
     return value
 
 
-def run_condition(item, experiment: spec.Declared, condition: Condition, bar) -> list[dict]:
-    """Every seed's run of ``experiment`` in one fresh kernel under ``condition``."""
+def _run_seeds(client, experiment: spec.Declared, condition: Condition, bar) -> list[dict]:
+    """Every seed's run of ``experiment`` in the client's kernel, as the record keeps it."""
+    _execute(client, THREADS.format(threads=condition.threads))  # a lesson may set its own
+    runs = []
+    for seed in experiment.seeds:
+        code = RUN.format(function=spec.run_function(experiment.run), seed=seed, mark=MARK)
+        cell = _execute(client, code)
+        printed = _printed(cell)
+        if MARK not in printed:
+            raise RuntimeError(
+                f"{experiment.name}, seed {seed}: no result printed:\n{printed[-2000:]}"
+            )
+        made = json.loads(
+            printed.rsplit(MARK, 1)[1].splitlines()[0]
+        )  # a progress bar may share its line
+        if not isinstance(made["values"], dict):
+            raise TypeError(f"{experiment.name}: run must give {{quantity: value}}: {made!r}")
+        runs.append(
+            {"seed": seed, "pinned": condition.pinned, "threads": condition.threads,
+             "seconds": round(made["seconds"], 1), "values": _rounded(made["values"])}
+        )  # fmt: skip
+        bar.update()
+    return runs
+
+
+def run_condition(item, chosen: list, condition: Condition, bar) -> dict[str, list[dict]]:
+    """{experiment: every seed's run} of the ``chosen`` experiments of lesson ``item``, in one
+    fresh kernel under ``condition``: the lesson's cells in order, each experiment's runs as soon
+    as its cell has run (coursekit.course.experiments.schedule)."""
     import nbclient
     import nbformat
 
     from coursekit.course.reading import source_to_notebook
 
-    nb = nbformat.v4.new_notebook(metadata=source_to_notebook(item.source).metadata)
-    nb.cells = [*spec.prelude(source_to_notebook(item.source), experiment.cell)]
+    source = source_to_notebook(item.source)
+    walk = spec.schedule(source, chosen)
+    nb = nbformat.v4.new_notebook(metadata=source.metadata)
     client = nbclient.NotebookClient(
-        nb,
-        timeout=3600,
-        kernel_name="python3",
+        nb, timeout=3600, kernel_name="python3",
         resources={"metadata": {"path": str(item.source.parent)}},
-    )
-    runs = []
+    )  # fmt: skip
+    runs = {}
     with environment(condition), client.setup_kernel():
-        for index, cell in enumerate(nb.cells):
-            client.execute_cell(cell, index)
-            _printed(cell)
-        _execute(client, THREADS.format(threads=condition.threads))
-        for seed in experiment.seeds:
-            code = RUN.format(function=spec.run_function(experiment.run), seed=seed, mark=MARK)
-            cell = _execute(client, code)
-            line = next(t for t in _printed(cell).splitlines() if t.startswith(MARK))
-            made = json.loads(line[len(MARK) :])
-            values = made["values"]
-            if not isinstance(values, dict):
-                raise TypeError(
-                    f"{experiment.name}: run must give {{quantity: value}}, got {values!r}"
-                )
-            runs.append(
-                {"seed": seed, "pinned": condition.pinned, "threads": condition.threads,
-                 "seconds": round(made["seconds"], 1), "values": _rounded(values)}
-            )  # fmt: skip
-            bar.update()
+        for cell, then in walk:
+            _execute(client, cell.source)
+            for experiment in then:
+                runs[experiment.name] = _run_seeds(client, experiment, condition, bar)
     return runs
 
 
@@ -135,42 +146,46 @@ def machine() -> str:
     return f"{cpu}, torch {torch.__version__}, {platform.system()} {platform.machine()}"
 
 
-def record_experiment(item, experiment: spec.Declared, show: bool = True) -> dict:
-    """Run ``experiment`` under every condition and write its record; the record."""
+def record_lesson(item, chosen: list, show: bool = True) -> dict[str, dict]:
+    """Run the ``chosen`` experiments of ``item`` under every condition and write their records;
+    {experiment: record}."""
     from coursekit.course.reading import source_to_notebook
 
-    current = spec.experiment_hash(source_to_notebook(item.source), experiment)
-    start = time.perf_counter()
-    total = len(CONDITIONS) * len(experiment.seeds)
-    runs = []
-    bar = _bar(total, f"{item.assignment} {experiment.name}", show)
+    nb = source_to_notebook(item.source)
+    hashes = {e.name: spec.experiment_hash(nb, e) for e in chosen}
+    total = len(CONDITIONS) * sum(len(e.seeds) for e in chosen)
+    bar = _bar(total, f"{item.assignment}: {', '.join(e.name for e in chosen)}", show)
+    runs = {e.name: [] for e in chosen}
     for condition in CONDITIONS:
-        runs += run_condition(item, experiment, condition, bar)
+        for name, made in run_condition(item, chosen, condition, bar).items():
+            runs[name] += made
     bar.close()
-    record = {
-        "hash": current,
-        "recorded": datetime.date.today().isoformat(),
-        "machine": machine(),
-        "seconds": round(time.perf_counter() - start),
-        "seeds": experiment.seeds,
-        "quantities": experiment.quantities,
-        "runs": runs,
-    }
-    spec.write_record(item, experiment.name, record)
-    return record
+    records = {}
+    for experiment in chosen:
+        records[experiment.name] = {
+            "hash": hashes[experiment.name],
+            "recorded": datetime.date.today().isoformat(),
+            "machine": machine(),
+            "seconds": round(sum(run["seconds"] for run in runs[experiment.name])),
+            "seeds": experiment.seeds,
+            "quantities": experiment.quantities,
+            "runs": runs[experiment.name],
+        }
+        spec.write_record(item, experiment.name, records[experiment.name])
+    return records
 
 
 def summary_rows(experiment: spec.Declared, record: dict) -> list[list[str]]:
+    from attention_ref.experiments import Experiment
+
+    shown = Experiment("", experiment.name, record)
     rows = []
-    for quantity, about in experiment.quantities.items():
-        values = [run["values"][quantity] for run in record["runs"]]
+    for quantity in experiment.quantities:
+        values = shown.values(quantity)
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            fmt = about.get("format", "{}")
-            mean = fmt.format(sum(values) / len(values))
-            shown = f"mean {mean}, {fmt.format(min(values))} to {fmt.format(max(values))}"
+            rows.append([f"  {quantity}", shown.spread(quantity), "", ""])
         else:
-            shown = f"{len({json.dumps(v) for v in values})} distinct values"
-        rows.append([f"  {quantity}", shown, "", ""])
+            rows.append([f"  {quantity}", f"{len(shown.counts(quantity))} distinct values", "", ""])
     for conclusion in experiment.conclusions:
         failed = spec.failed_runs(record, conclusion)
         held = f"{len(record['runs']) - len(failed)} of {len(record['runs'])} runs"
@@ -187,13 +202,20 @@ def bench_experiments(lessons: list, only: tuple[str, ...] = (), show: bool = Tr
         ["experiment / quantity", "over every run", "conclusion held in", ""],
     )
     for item in spec.lessons_with_experiments(lessons):
-        for experiment in spec.declared(item):
-            if only and experiment.name not in only:
-                continue
-            record = record_experiment(item, experiment, show)
+        chosen = [e for e in spec.declared(item) if not only or e.name in only]
+        if not chosen:
+            continue
+        start = time.perf_counter()
+        records = record_lesson(item, chosen, show)
+        table.notes.append(
+            f"{item.assignment}: {time.perf_counter() - start:.0f} s wall for "
+            f"{len(CONDITIONS)} kernels (its cells, then the runs)"
+        )
+        for experiment in chosen:
+            record = records[experiment.name]
             table.rows.append(
                 [f"{item.assignment} {experiment.name}", f"{len(record['runs'])} runs",
-                 f"{record['seconds']} s", ""]
+                 f"{record['seconds']} s of runs", ""]
             )  # fmt: skip
             table.rows += summary_rows(experiment, record)
     if not table.rows:

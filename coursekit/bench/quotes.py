@@ -1,6 +1,6 @@
 """``python -m coursekit.bench.quotes --condition unpinned-2 lesson08``: execute solved lessons
 under one condition (CPU kernels pinned or the machine's own, N threads) and list every string
-their text quotes that no cell printed.
+their text quotes that no cell printed, and every cell that raised.
 
 The book checks its quotes on one path (pinned kernels, one thread); a learner's machine takes
 another. A quote that this finds missing under any condition is a number the text should not
@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from coursekit.bench import conditions
+from coursekit.bench.cells import raised
 from coursekit.bench.lessons import execute_seconds
 from coursekit.course import quoted
 from coursekit.course.lessons import all_lessons, lesson
@@ -27,7 +28,7 @@ def missing_quotes(item, condition: Condition) -> tuple[float, list[str]]:
     nb = source_to_notebook(item.source)
     with conditions.environment(condition):
         took = execute_seconds(nb, item.source.parent, keep_going=True)
-    return took, quoted.output_problems(nb)
+    return took, raised(nb) + quoted.output_problems(nb)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,7 @@ import yaml
 
 from coursekit.course.cells import grade_id
 from coursekit.course.lessons import Lesson
-from coursekit.course.names import binds, changes, imported, parse, reads
+from coursekit.course.names import binds, changes, imported, parse, read_before_bound, reads
 from coursekit.course.numerics import CONDITIONS
 from coursekit.course.skipped import is_skipped
 
@@ -109,19 +109,44 @@ def prelude(nb, cell: str) -> list:
     raise LookupError(f"no code cell with grade_id {cell!r}")
 
 
+def schedule(nb, chosen: list[Declared]) -> list[tuple[object, list[Declared]]]:
+    """One kernel's walk through the lesson for the ``chosen`` experiments: every cell grading
+    runs and each experiment's cell, in order, each with the experiments to run once it has run
+    (their ``prelude`` is what comes before), up to the last of those cells."""
+    by_cell = {}
+    for experiment in chosen:
+        by_cell.setdefault(experiment.cell, []).append(experiment)
+    walk, left = [], set(by_cell)
+    for c in nb.cells:
+        if not left:
+            break
+        if c.get("cell_type") != "code" or (is_skipped(c) and grade_id(c) not in by_cell):
+            continue
+        walk.append((c, by_cell.get(grade_id(c), [])))
+        left.discard(grade_id(c))
+    if left:
+        raise LookupError(f"no code cell with grade_id {sorted(left)}")
+    return walk
+
+
 def relevant_cells(cells: list, extra: str = "") -> list:
     """The cells of ``cells`` (a prelude, in order) the last one and ``extra`` (code) depend on:
     followed back from the names they read to the cells that bind or change them."""
     trees = [parse(c.source) or ast.Module(body=[], type_ignores=[]) for c in cells]
     modules = frozenset().union(*(imported(t) for t in trees))
-    needed = reads(trees[-1].body) | reads((parse(extra) or ast.Module([], [])).body)
+    needed = _from_outside(trees[-1]) | _from_outside(parse(extra) or ast.Module([], []))
     chosen = [cells[-1]]
     for cell, tree in zip(reversed(cells[:-1]), reversed(trees[:-1])):
         made = binds(tree.body) | set(changes(tree, modules))
         if made & needed:
             chosen.append(cell)
-            needed |= reads(tree.body)
+            needed |= _from_outside(tree)
     return chosen[::-1]
+
+
+def _from_outside(tree: ast.Module) -> set[str]:
+    """The names a cell reads before it binds them itself: those an earlier cell must bind."""
+    return {name for name, _ in read_before_bound(tree.body, reads(tree.body))}
 
 
 def run_function(run: str, name: str = "_experiment_run") -> str:
@@ -232,6 +257,9 @@ def problems(item: Lesson) -> list[str]:
         where = f"{item.assignment} {experiment.name}"
         if len(set(experiment.seeds)) < MIN_SEEDS or not experiment.conclusions:
             found.append(f"{where}: needs >= {MIN_SEEDS} seeds and at least one conclusion")
+        unnamed = [q for q in experiment.quantities if not q.isidentifier()]
+        if unnamed:
+            found.append(f"{where}: quantities a predicate cannot name: {unnamed}")
         try:
             current = experiment_hash(nb, experiment)
         except LookupError as error:

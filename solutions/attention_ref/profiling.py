@@ -9,6 +9,7 @@ Depends on numpy and torch only, like the rest of the library.
 
 from __future__ import annotations
 
+import statistics
 import time
 import tracemalloc
 
@@ -74,6 +75,25 @@ def best_time(fn, *args, repeat: int = 3, warmup: int = 1, **kwargs) -> float:
     for _ in range(warmup):
         once()
     return min(once() for _ in range(max(1, repeat)))
+
+
+def median_time(fn, *args, repeat: int = 5, warmup: int = 1, **kwargs) -> float:
+    """The median of ``repeat`` wall times of ``fn(*args, **kwargs)``, in seconds, after ``warmup``
+    untimed calls (the first calls allocate, pick kernels and fill caches); CUDA work is waited for
+    before the clock stops. A timing a lesson shows is one of these: a single run says more about
+    what else the machine was doing than about ``fn``."""
+    cuda = "cuda" in _devices(args, kwargs)
+
+    def once() -> float:
+        start = time.perf_counter()
+        fn(*args, **kwargs)
+        if cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    for _ in range(warmup):
+        once()
+    return statistics.median(once() for _ in range(max(1, repeat)))
 
 
 class _MultiplyAdds(TorchFunctionMode):

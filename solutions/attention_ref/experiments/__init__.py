@@ -47,6 +47,14 @@ def experiment(lesson: str, name: str) -> Experiment:
     return Experiment(lesson, name, found[name])
 
 
+def significant(value: float, digits: int = 2) -> str:
+    """``value`` to ``digits`` significant digits, without an exponent: 28,000, 890, 6.9, 0.041."""
+    rounded = float(f"{value:.{digits}g}")
+    if abs(rounded) >= 10 ** (digits - 1):
+        return f"{rounded:,.0f}"
+    return f"{rounded:.{digits}g}" if "e" not in f"{rounded:.{digits}g}" else f"{rounded:f}".rstrip("0")
+
+
 def _condition(run: dict) -> str:
     kernels = "pinned" if run["pinned"] else "unpinned"
     return f"{kernels}, {run['threads']} thread{'s' * (run['threads'] != 1)}"
@@ -67,8 +75,12 @@ class Experiment:
         return [run["values"][quantity] for run in self.runs]
 
     def format(self, quantity: str, value) -> str:
-        """``value`` written the way the record writes ``quantity`` (e.g. "85%")."""
-        return self.record["quantities"][quantity].get("format", "{}").format(value)
+        """``value`` written the way the record writes ``quantity``: a ``str.format`` pattern
+        ("{:.0%}": "85%"), or "sigN", N significant digits as a person writes them (28,000, 6.9)."""
+        pattern = self.record["quantities"][quantity].get("format", "{}")
+        if pattern.startswith("sig") and pattern[3:].isdigit():
+            return significant(value, int(pattern[3:]))
+        return pattern.format(value)
 
     def mean(self, quantity: str) -> float:
         return statistics.fmean(self.values(quantity))
@@ -90,6 +102,12 @@ class Experiment:
         the most frequent first."""
         values = [json.dumps(v) if isinstance(v, list) else v for v in self.values(quantity)]
         return Counter(values).most_common()
+
+    def runs_where(self, condition) -> str:
+        """'23 of 24 runs': in how many runs ``condition(values)`` holds, ``values`` being the
+        run's {quantity: value}."""
+        held = sum(bool(condition(run["values"])) for run in self.runs)
+        return f"{held} of {len(self.runs)} runs"
 
     def place(self, quantity: str, value) -> str:
         """Where a run's ``value`` falls among the record's runs, in words."""
