@@ -111,7 +111,11 @@ def test_a_record_is_stale_when_the_cells_it_runs_change_and_only_then(tmp_path)
     source = item.source.read_text()
     item.source.write_text(source.replace("other = 1", "other = 2"))  # a cell it does not read
     assert experiments.problems(item) == []
-    item.source.write_text(source.replace("unrelated = 3", "unrelated = 4"))  # same cell as np
+    item.source.write_text(source.replace("unrelated = 3", "unrelated = 4"))  # beside np, unread
+    assert experiments.problems(item) == []
+    item.source.write_text(source.replace("import numpy as np", "import numpy as np  # a comment"))
+    assert experiments.problems(item) == []
+    item.source.write_text(source.replace("import numpy as np", "import numpy.random as np"))
     assert any("stale" in p for p in experiments.problems(item))
     item.source.write_text(source.replace("size=400", "size=500"))
     assert any("stale" in p for p in experiments.problems(item))

@@ -21,10 +21,10 @@ The runner executes, in a fresh kernel per condition (numerics.CONDITIONS: pinne
 kernels, one and two threads), every cell grading runs up to ``cell`` (and ``cell`` itself,
 skipped when grading or not), then runs ``run`` once per seed, as the body of a function of
 ``seed`` (what it binds stays inside; it reads the lesson's names). A record is *current* while
-its hash holds: the hash of ``cell``, of every earlier cell it or ``run`` reads a name from
-(followed back through what those cells read), of the library modules named, and of the
-declaration's ``run``, ``seeds`` and ``cell``. A conclusion *holds* when its predicate is true in
-every run of the record. :func:`problems` says what is not so (autograde_tests/test_experiments.py).
+its hash holds: the hash of ``cell``, of every earlier statement that binds a name it or ``run``
+reads (followed back through what those statements read; comments and layout do not count), of
+the library modules named, and of the declaration's ``run``, ``seeds`` and ``cell``. A
+conclusion *holds* when its predicate is true in every run of the record. :func:`problems` says what is not so (autograde_tests/test_experiments.py).
 """
 
 from __future__ import annotations
@@ -129,18 +129,21 @@ def schedule(nb, chosen: list[Declared]) -> list[tuple[object, list[Declared]]]:
     return walk
 
 
-def relevant_cells(cells: list, extra: str = "") -> list:
-    """The cells of ``cells`` (a prelude, in order) the last one and ``extra`` (code) depend on:
-    followed back from the names they read to the cells that bind or change them."""
+def relevant_code(cells: list, extra: str = "") -> list[str]:
+    """The code of ``cells`` (a prelude, in order) that the last one and ``extra`` depend on: the
+    last cell whole, then each earlier top-level statement that binds or changes a name they read,
+    followed back through what that statement reads; each as ``ast.unparse`` writes it, so that a
+    comment, a blank line or an unrelated import elsewhere in a cell changes nothing."""
     trees = [parse(c.source) or ast.Module(body=[], type_ignores=[]) for c in cells]
     modules = frozenset().union(*(imported(t) for t in trees))
     needed = _from_outside(trees[-1]) | _from_outside(parse(extra) or ast.Module([], []))
-    chosen = [cells[-1]]
-    for cell, tree in zip(reversed(cells[:-1]), reversed(trees[:-1])):
-        made = binds(tree.body) | set(changes(tree, modules))
-        if made & needed:
-            chosen.append(cell)
-            needed |= _from_outside(tree)
+    chosen = [ast.unparse(trees[-1])]
+    statements = [stmt for tree in trees[:-1] for stmt in tree.body]
+    for stmt in reversed(statements):
+        alone = ast.Module(body=[stmt], type_ignores=[])
+        if (binds([stmt]) | set(changes(alone, modules))) & needed:
+            chosen.append(ast.unparse(stmt))
+            needed |= _from_outside(alone)
     return chosen[::-1]
 
 
@@ -172,7 +175,7 @@ def experiment_hash(nb, experiment: Declared) -> str:
     """What a record of ``experiment`` was made against (see the module's doc)."""
     digest = hashlib.sha256(VERSION.encode())
     parts = [experiment.cell, experiment.run, json.dumps(experiment.seeds)]
-    parts += [c.source for c in relevant_cells(prelude(nb, experiment.cell), experiment.run)]
+    parts += relevant_code(prelude(nb, experiment.cell), experiment.run)
     parts += [module_source(name) for name in experiment.library]
     for text in parts:
         digest.update(b"\0" + text.encode("utf-8"))
