@@ -211,7 +211,7 @@ def test_profiling_helpers(device):
 def test_median_time_warms_up_then_takes_the_median_of_its_runs(monkeypatch):
     import attention_ref.profiling as profiling
 
-    clock = iter([0.0, 5.0, 10.0, 11.0, 20.0, 22.0, 30.0, 39.0])  # warm-up 5 s, then runs of 1, 2, 9 s
+    clock = iter([0.0, 5.0, 10.0, 11.0, 20.0, 22.0, 30.0, 39.0])  # warm-up 5 s; runs 1, 2, 9 s
     monkeypatch.setattr(profiling.time, "perf_counter", lambda: next(clock, 39.0))
     calls = []
     assert median_time(calls.append, "x", repeat=3, warmup=1) == 2.0

@@ -24,7 +24,8 @@ skipped when grading or not), then runs ``run`` once per seed, as the body of a 
 its hash holds: the hash of ``cell``, of every earlier statement that binds a name it or ``run``
 reads (followed back through what those statements read; comments and layout do not count), of
 the library modules named, and of the declaration's ``run``, ``seeds`` and ``cell``. A
-conclusion *holds* when its predicate is true in every run of the record. :func:`problems` says what is not so (autograde_tests/test_experiments.py).
+conclusion *holds* when its predicate is true in every run of the record. :func:`problems` says
+what is not so (autograde_tests/test_experiments.py).
 """
 
 from __future__ import annotations

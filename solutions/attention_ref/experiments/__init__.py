@@ -52,7 +52,8 @@ def significant(value: float, digits: int = 2) -> str:
     rounded = float(f"{value:.{digits}g}")
     if abs(rounded) >= 10 ** (digits - 1):
         return f"{rounded:,.0f}"
-    return f"{rounded:.{digits}g}" if "e" not in f"{rounded:.{digits}g}" else f"{rounded:f}".rstrip("0")
+    plain = f"{rounded:.{digits}g}"
+    return plain if "e" not in plain else f"{rounded:f}".rstrip("0")
 
 
 def _condition(run: dict) -> str:
