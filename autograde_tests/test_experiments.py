@@ -174,3 +174,30 @@ def test_the_bench_records_every_seed_under_every_condition_in_a_kernel(tmp_path
         pinned = "avx2" if run["pinned"] and x86 else None
         assert run["values"]["where"] == [pinned, str(run["threads"])], run
     assert "20 of 20 runs" in table.render()
+
+
+@pytest.mark.bench
+def test_quotes_are_checked_under_a_condition_other_than_the_books(tmp_path):
+    """coursekit.bench.quotes runs a lesson under one condition and lists what its text quotes
+    that no cell printed there, and the cells that raised."""
+    from coursekit.bench.quotes import missing_quotes
+    from coursekit.course.numerics import Condition
+
+    folder = tmp_path / "solutions" / "lesson01"
+    folder.mkdir(parents=True)
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import os\nprint('threads', os.environ['OMP_NUM_THREADS'])"),
+        nbformat.v4.new_markdown_cell('With threads 2 <!-- from output: "threads 2" -->'),
+        nbformat.v4.new_code_cell("1 / 0"),
+    ])  # fmt: skip
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    jupytext.write(nb, folder / "tiny.md", fmt="md:myst")
+    (item,) = all_lessons(tmp_path)
+    _, found = missing_quotes(item, Condition(pinned=False, threads=2))
+    assert len(found) == 1 and "ZeroDivisionError" in found[0]
+    _, found = missing_quotes(item, Condition(pinned=True, threads=1))
+    assert len(found) == 2 and "no earlier cell printed 'threads 2'" in found[1]
