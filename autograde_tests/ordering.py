@@ -45,6 +45,7 @@ CHAIN = {
     "lesson11": (47, 1257.0),
     "lesson12": (53, 346.0),
     "lesson14": (72, 380.0),  # CPU-seconds of its chain alone, 2026-11-28 (load 7-10)
+    "lesson15": (53, 280.0),  # CPU-seconds of its chain alone, 2026-12-07 (load 30)
 }
 PER_CHAIN_TEST = 12.4  # a lesson not in the table: the same run's 6131 s over 496 tests
 ONE_TEST = 0.5  # a test of its own
