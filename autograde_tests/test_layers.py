@@ -31,9 +31,11 @@ LIBRARY_DEPENDENCIES = {"numpy", "torch", "attention_ref"}
 # imports them (but a part that needs the same package). figures.py draws the paper's figures
 # (matplotlib); the package flash/ holds lesson 11's Triton kernels and compiles them for a GPU
 # (triton, which has wheels for Linux only); checkpoints.py reads and writes lesson 14's
-# checkpoint files (safetensors); lens.py runs lesson 15's model in TransformerLens
-# (transformer_lens). Keyed by path within attention_ref: a folder names a package.
+# checkpoint files (safetensors) and chat.py renders its chat templates (jinja2); lens.py runs
+# lesson 15's model in TransformerLens (transformer_lens). Keyed by path within attention_ref: a
+# folder names a package.
 OPTIONAL = {
+    "chat.py": "jinja2",
     "checkpoints.py": "safetensors",
     "figures.py": "matplotlib",
     "flash": "triton",

@@ -250,3 +250,39 @@ def test_cache_bytes_counts_every_tensor(family):
         12 if t == "full_attention" else min(12, spec.window or 12) for t in spec.layer_types
     )
     assert rpt.cache_bytes(caches) == kept * 2 * spec.num_kv_heads * spec.head_dim * 4
+
+
+MORE_CONFIGURATIONS = {
+    # h * head_dim != d_model, 4 query heads per key/value head (Qwen3-0.6B: 16 x 128 over 1,024)
+    "qwen3, head_dim 32, 8 heads over 2": ("qwen3", {"head_dim": 32, "num_attention_heads": 8}),
+    "qwen3 untied, with biases": ("qwen3", {"tie_word_embeddings": False, "attention_bias": True}),
+    "qwen3, YaRN s = 4 from 16 positions": ("qwen3", {"rope_parameters": {
+        "rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+        "original_max_position_embeddings": 16}}),
+    "gpt_oss, window 5, YaRN from 16 positions": ("gpt_oss", {
+        "sliding_window": 5, "rope_parameters": {
+        "rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0,
+        "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0,
+        "truncate": False}}),
+    "glm4, head_dim 24, partial 0.5": ("glm4", {"head_dim": 24}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MORE_CONFIGURATIONS))
+def test_more_configurations_match_transformers(case):
+    """Shapes and scalings the tiny checkpoints do not have: 48 positions (past YaRN's original
+    16), float64, every logit and 30 greedy tokens."""
+    family, overrides = MORE_CONFIGURATIONS[case]
+    config, tensors = rpt.random_checkpoint(family, seed=41, **overrides)
+    spec = rpt.spec_from_config(config)
+    model = _hf_model(config, tensors, torch.float64)
+    params = _to(rpt.params_from_checkpoint(config, tensors), dtype=torch.float64)
+    tokens = _tokens(48, seed=4)
+    with torch.no_grad():
+        _, theirs = _hooked(model, tokens)
+        torch.testing.assert_close(
+            rpt.model_forward(params, spec, tokens), theirs, rtol=1e-5, atol=1e-5
+        )
+        new, _ = rpt.greedy_generate(params, spec, tokens[:, :6], 30)
+        want = model.generate(tokens[:, :6], max_new_tokens=30, do_sample=False, pad_token_id=0)
+    assert torch.equal(new, want[:, 6:])

@@ -62,6 +62,7 @@ from .gqa import (  # lesson 12
     mean_pool_kv_heads,
     repeat_kv_heads,
 )
+from .hub_checkpoints import PUBLISHED, TINY, hub_config, hub_tensors  # lesson 14
 from .hybrid import linear_state_bytes, short_conv_state_bytes, stack_cache_bytes  # lesson 13
 from .latent import (  # lesson 12
     absorb_mla_params,
@@ -85,13 +86,16 @@ from .multihead import (  # lesson 4
     params_from_torch,
     split_heads,
 )
+from .mxfp4 import FP4_VALUES, dequantize_mxfp4, quantize_mxfp4  # lesson 14
 from .norms import rms_norm  # lesson 14
 from .open_blocks import attention_block, gpt_oss_moe, swiglu  # lesson 14
 from .open_model import (  # lesson 14
     ModelSpec,
     cache_bytes,
     first_difference,
+    generate_batch,
     greedy_generate,
+    left_pad,
     model_forward,
     new_caches,
     open_layer,
@@ -126,6 +130,7 @@ from .rope_layouts import (  # lesson 14
     rope_via_lesson10,
 )
 from .rotary import rotary_embedding  # lesson 10 (optional section)
+from .sampling import decode_stream, sample_top_p, stream_reply, top_p_distribution  # lesson 14
 from .sdpa import (  # lesson 2 (the mask of lesson 3 included)
     attention_weights,
     scaled_dot_product_attention,
@@ -262,12 +267,25 @@ __all__ = [
     "model_forward",
     "new_caches",
     "greedy_generate",
+    "left_pad",
+    "generate_batch",
     "first_difference",
     "cache_bytes",
     "checkpoint_shapes",
     "params_from_checkpoint",
     "tiny_config",
     "random_checkpoint",
+    "PUBLISHED",
+    "TINY",
+    "hub_config",
+    "hub_tensors",
+    "FP4_VALUES",
+    "dequantize_mxfp4",
+    "quantize_mxfp4",
+    "top_p_distribution",
+    "sample_top_p",
+    "stream_reply",
+    "decode_stream",
     "elu_feature_map",
     "linear_attention",
     "linear_attention_recurrent",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from .mxfp4 import dequantize_mxfp4, mxfp4_shapes
 from .open_model import ModelSpec, spec_from_config
 
 __all__ = ["checkpoint_shapes", "params_from_checkpoint", "tiny_config", "random_checkpoint"]
@@ -56,6 +57,19 @@ def _layer_shapes(spec: ModelSpec) -> dict:
 
 def _mlp_shapes(spec: ModelSpec) -> dict:
     d, f, e = spec.d_model, spec.d_ff, spec.num_experts
+    if spec.mlp == "moe" and spec.mxfp4_experts:  # as published: MXFP4 blocks and scales
+        (gate_up, gate_up_scales), (down, down_scales) = (
+            mxfp4_shapes(e, 2 * f, d),
+            mxfp4_shapes(e, d, f),
+        )
+        return {
+            "mlp.router.weight": (e, d), "mlp.router.bias": (e,),
+            "mlp.experts.gate_up_proj_blocks": gate_up,
+            "mlp.experts.gate_up_proj_scales": gate_up_scales,
+            "mlp.experts.gate_up_proj_bias": (e, 2 * f),
+            "mlp.experts.down_proj_blocks": down, "mlp.experts.down_proj_scales": down_scales,
+            "mlp.experts.down_proj_bias": (e, d),
+        }  # fmt: skip
     if spec.mlp == "moe":
         return {
             "mlp.router.weight": (e, d), "mlp.router.bias": (e,),
@@ -119,18 +133,30 @@ def _attention_params(take, spec: ModelSpec, prefix: str) -> dict:
     return p
 
 
+def _experts(take, spec: ModelSpec, prefix: str, dtype) -> tuple:
+    """gpt-oss's ``gate_up_proj`` and ``down_proj`` ``(experts, in, out)``: as stored, or
+    dequantized from their MXFP4 blocks and scales into ``dtype``."""
+    names = (prefix + "mlp.experts.gate_up_proj", prefix + "mlp.experts.down_proj")
+    if not spec.mxfp4_experts:
+        return tuple(take(name) for name in names)
+    return tuple(
+        dequantize_mxfp4(take(name + "_blocks"), take(name + "_scales"), dtype) for name in names
+    )
+
+
 def _mlp_params(take, spec: ModelSpec, prefix: str) -> dict:
     if spec.mlp == "moe":
-        gate_up, bias = (
-            take(prefix + "mlp.experts.gate_up_proj"),
+        router = take(prefix + "mlp.router.weight")
+        (gate_up, down), bias = (
+            _experts(take, spec, prefix, router.dtype),
             take(prefix + "mlp.experts.gate_up_proj_bias"),
         )
         return {
-            "router_w": take(prefix + "mlp.router.weight").T,
+            "router_w": router.T,
             "router_b": take(prefix + "mlp.router.bias"),
             "expert_gate": gate_up[..., 0::2], "expert_up": gate_up[..., 1::2],  # interleaved
             "expert_gate_b": bias[..., 0::2], "expert_up_b": bias[..., 1::2],
-            "expert_down": take(prefix + "mlp.experts.down_proj"),  # already (experts, in, out)
+            "expert_down": down,  # already (experts, in, out)
             "expert_down_b": take(prefix + "mlp.experts.down_proj_bias"),
         }  # fmt: skip
     if spec.family == "glm4":

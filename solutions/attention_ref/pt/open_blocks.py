@@ -85,35 +85,54 @@ def _cached(cache, k, v, window):
         return k, v
     if "k" in cache:
         k, v = torch.cat((cache["k"], k), dim=-2), torch.cat((cache["v"], v), dim=-2)
-    keep = k.shape[-2] if window is None else min(window, k.shape[-2])
-    cache["k"], cache["v"] = k[..., -keep:, :], v[..., -keep:, :]
+    if window is None or k.shape[-2] <= window:
+        cache["k"], cache["v"] = k, v
+    else:  # copies: a view of the last `window` would keep every position's storage alive
+        cache["k"], cache["v"] = k[..., -window:, :].clone(), v[..., -window:, :].clone()
     return k, v
 
 
-def _allowed(start: int, n: int, num_keys: int, window, device) -> torch.Tensor:
+def _allowed(start: int, n: int, num_keys: int, window, device, pad=None) -> torch.Tensor:
     """``(n, num_keys)``: the queries at ``start .. start + n - 1``, the keys the last ``num_keys``
     positions up to the newest query; query ``i`` may read key ``j`` at or before it, and within
-    the window where there is one (the causal mask offset by the cached positions)."""
+    the window where there is one (the causal mask offset by the cached positions). With ``pad``
+    ``(batch,)``: ``(batch, 1, 1, n, num_keys)``, the first ``pad[b]`` tokens of row ``b`` (left
+    padding) read by no query."""
     queries = torch.arange(start, start + n, device=device)
     keys = torch.arange(start + n - num_keys, start + n, device=device)
     offset = queries[:, None] - keys[None, :]
     allowed = offset >= 0
-    return allowed if window is None else allowed & (offset < window)
+    if window is not None:
+        allowed = allowed & (offset < window)
+    if pad is None:
+        return allowed
+    real = keys[None, :] >= pad.to(device)[:, None]  # (batch, num_keys): not a pad
+    return (allowed & real[:, None, :])[:, None, None]
 
 
-def attention_block(x, p: dict, spec, layer: int, start: int = 0, cache=None, attend=None):
+def attention_block(
+    x, p: dict, spec, layer: int, start: int = 0, cache=None, attend=None, pad=None
+):
     """Layer ``layer``'s attention sub-layer (after its input norm, before the residual) for the
-    new tokens ``x`` ``(batch, n, d_model)`` at positions ``start .. start + n - 1``; ``cache``: a
+    new tokens ``x`` ``(batch, n, d_model)`` at indices ``start .. start + n - 1``; ``cache``: a
     dict, empty before the first step, updated in place (None: no cache, the whole text at once).
+    ``pad`` ``(batch,)``: the number of pad tokens at the start of each row (left padding): row
+    ``b``'s token at index ``i`` is at position ``i - pad[b]``, and no query reads a pad.
     ``attend(q, k, v, cache, start, window, sinks)``, when given, replaces steps 4 and 5 (the cache
     and the attention over it) for the rotated ``q`` ``(batch, h, n, d)``, ``k`` and ``v``
     ``(batch, g, n, d)``: a policy of its own for what the cache keeps."""
     h, g, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
     n = x.shape[-2]
     positions = torch.arange(start, start + n, device=x.device)
+    if pad is not None:  # (batch, 1, n): the positions skip each row's pads
+        positions = (positions[None, :] - pad.to(x.device)[:, None])[:, None]
     q, k, v = _project(x, p, "q", h, d), _project(x, p, "k", g, d), _project(x, p, "v", g, d)
     if spec.qk_norm:  # on each head's features, before the rotation
-        q, k = rms_norm(q, p["q_norm"], spec.eps), rms_norm(k, p["k_norm"], spec.eps)
+        rounding = spec.norm_round_first
+        q, k = (
+            rms_norm(q, p["q_norm"], spec.eps, rounding),
+            rms_norm(k, p["k_norm"], spec.eps, rounding),
+        )
     inv_freq, scale = rope_frequencies(spec.rope, spec.rotary_dim)
     q = apply_rope(q, positions, inv_freq, spec.rope_layout, scale)
     k = apply_rope(k, positions, inv_freq, spec.rope_layout, scale)
@@ -122,7 +141,7 @@ def attention_block(x, p: dict, spec, layer: int, start: int = 0, cache=None, at
         out = attend(q, k, v, cache, start, window, p["sinks"] if spec.sinks else None)
     else:
         k, v = _cached(cache, k, v, window)
-        allowed = _allowed(start, n, k.shape[-2], window, x.device)
+        allowed = _allowed(start, n, k.shape[-2], window, x.device, pad)
         sinks = p["sinks"].view(g, h // g, 1) if spec.sinks else None
         out = sink_attention(
             q.unflatten(1, (g, h // g)), k.unsqueeze(2), v.unsqueeze(2), sinks, allowed

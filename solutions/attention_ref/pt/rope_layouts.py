@@ -63,6 +63,24 @@ def _positions(positions, n: int) -> torch.Tensor:
     return positions
 
 
+def _broadcast_positions(positions, x) -> torch.Tensor:
+    """``positions`` ``(n,)``, or any shape that broadcasts to ``x.shape[:-1]`` (one position per
+    row of each sequence of a batch: ``(batch, 1, n)`` for ``x`` ``(batch, heads, n, d)``)."""
+    if positions is None:
+        return torch.arange(x.shape[-2])
+    positions = torch.as_tensor(positions)
+    try:
+        fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
+    except RuntimeError:
+        fits = False
+    if not fits or positions.ndim < 1 or positions.shape[-1] != x.shape[-2]:
+        raise ValueError(
+            f"positions must broadcast to x's shape without its last axis, {tuple(x.shape[:-1])}, "
+            f"one per row: got {tuple(positions.shape)}"
+        )
+    return positions
+
+
 def rope_via_lesson10(x, positions=None, base: float = 10000.0) -> torch.Tensor:
     """The checkpoints' rotary embedding (pairs ``(i, i + d/2)``, turned by ``+pos * w_i``) of
     ``x`` ``(..., n, d)``, computed by lesson 10's ``rotary_embedding``: the features permuted
@@ -89,15 +107,16 @@ def _check_rope_inputs(x, inv_freq, layout: str) -> int:
 
 def apply_rope(x, positions, inv_freq, layout: str = "half", scale: float = 1.0) -> torch.Tensor:
     """Row ``j`` of ``x`` ``(..., n, d)`` turned as checkpoints turn it: pair ``i`` of the first
-    ``r = 2 * len(inv_freq)`` features by ``+positions[j] * inv_freq[i]``, the pair ``(i, i + r/2)``
-    (``layout="half"``) or ``(2i, 2i + 1)`` (``"interleaved"``); features ``r ..`` unturned; the
-    cosines and sines multiplied by ``scale``. Angles in float64 where the device has it (MPS has
-    not: float32 there), on ``x``'s device."""
+    ``r = 2 * len(inv_freq)`` features by ``+positions[..., j] * inv_freq[i]``, the pair ``(i, i +
+    r/2)`` (``layout="half"``) or ``(2i, 2i + 1)`` (``"interleaved"``); features ``r ..`` unturned;
+    the cosines and sines multiplied by ``scale``. ``positions``: ``(n,)``, or broadcasting to
+    ``x.shape[:-1]`` (a position per row of each sequence). Angles in float64 where the device has
+    it (MPS has not: float32 there), on ``x``'s device."""
     x, inv_freq = as_float_tensor("x", x), torch.as_tensor(inv_freq)
     rotary = _check_rope_inputs(x, inv_freq, layout)
-    positions = _positions(positions, x.shape[-2])
+    positions = _broadcast_positions(positions, x)
     exact = torch.float32 if x.device.type == "mps" else torch.float64
-    angles = positions.to(x.device, exact)[:, None] * inv_freq.to(x.device, exact)
+    angles = positions.to(x.device, exact)[..., None] * inv_freq.to(x.device, exact)
     cos, sin = (scale * f(angles) for f in (torch.cos, torch.sin))
     cos, sin = cos.to(x.device, x.dtype), sin.to(x.device, x.dtype)
     turned, rest = x[..., :rotary], x[..., rotary:]
