@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from coursekit.course.cells import grade_id, is_test
 from coursekit.course.names import binds, changes, imported, parse, read_before_bound, reads
+from coursekit.course.skipped import is_skipped
 
 # Python's own names (len, range, dict) are handed to calls, never changed by them.
 _BUILTINS = frozenset(dir(builtins))
@@ -173,7 +174,10 @@ class LessonFlow:
     :meth:`reached_tests` for each of its answers."""
 
     def __init__(self, nb):
-        code_cells = [c for c in nb.cells if c.get("cell_type") == "code"]
+        # The cells grading skips never run where a test's outcome is decided (and nothing graded
+        # may read what they bind: coursekit.course.skipped), so no answer reaches a test through
+        # them.
+        code_cells = [c for c in nb.cells if c.get("cell_type") == "code" and not is_skipped(c)]
         trees = [parse(c.source) for c in code_cells]
         self.imported = frozenset().union(*(imported(t) for t in trees if t is not None))
         self.code = _code_names([t for t in trees if t is not None])
