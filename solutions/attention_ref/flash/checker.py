@@ -467,3 +467,20 @@ def rows_read(record: Record, row_sizes: dict[int, int]) -> set[tuple[tuple, int
             rows = np.unique((lanes - region.start) // region.itemsize // size)
             found |= {(access.program, int(r)) for r in rows}
     return found
+
+
+def most_loads(record: Record, positions) -> int:
+    """The most times one program loaded one element of the tensors at the argument positions
+    ``positions``: 1 for a kernel that reads each of those elements once (one pass over the keys),
+    2 when a first pass over them finds the maximum and a second computes the sums."""
+    counts: dict[tuple, int] = {}
+    for access in record.accesses:
+        if access.kind != LOAD:
+            continue
+        for index in np.unique(access.regions):
+            if record.regions[int(index)].position not in positions:
+                continue
+            for address in np.unique(access.addresses[access.regions == index]).tolist():
+                key = (access.program, address)
+                counts[key] = counts.get(key, 0) + 1
+    return max(counts.values(), default=0)
