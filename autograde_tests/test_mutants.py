@@ -39,6 +39,7 @@ TRIAGED: set[str] = {
     "lesson12",
     "lesson13",
     "lesson14",
+    "lesson15",
 }
 LESSONS = {item.assignment: item for item in all_lessons()}
 WITH_TRIAGE = sorted(
