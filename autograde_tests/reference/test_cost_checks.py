@@ -318,6 +318,29 @@ def test_no_hidden_state_is_not_fooled_by_the_kernel_printing_or_warning():
         assert expect_no_hidden_state(_prints_and_warns, {}, 3, what="state in memory") is None
 
 
+def test_no_hidden_state_is_not_fooled_by_the_checks_record_of_the_cell():
+    """In a learner's kernel the check helpers keep the running cell's namespace
+    (attention_ref.testing.cell_runs); the argument a call rightly grows, and the printing shell,
+    are reached from that library module too, and are no state kept outside."""
+    from attention_ref.testing import cell_runs
+
+    namespace = {"__name__": "__main__", "exit": _Autocall(_Shell())}
+    exec(  # noqa: S102 -- a notebook function, defined in the notebook's namespace
+        "def write(memory, key, value):\n"
+        "    exit._ip.outputs.append(key)\n"
+        "    memory[key] = value\n",
+        namespace,
+    )
+    memory = namespace["memory"] = {}
+    cell_runs.before_cell("write(memory, 'a', 1)", namespace)
+    try:
+        for key in "abc":
+            expect_no_hidden_state(namespace["write"], memory, key, np.ones(4), what="memory")
+    finally:
+        cell_runs.forget()
+    assert list(memory) == ["a", "b", "c"]
+
+
 class _Slotted:
     __slots__ = ("kept", "unset")
 

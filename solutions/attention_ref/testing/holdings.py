@@ -225,14 +225,15 @@ def _notebook_function(value, home: dict | None = None) -> bool:
 # ---- a graded call leaves everything else as it was ---------------------------------------------
 
 
-def _module_state(module) -> dict[str, tuple]:
-    """A fingerprint of each mutable value a module holds (functions and submodules left out)."""
+def _module_state(module, skip=()) -> dict[str, tuple]:
+    """A fingerprint of each mutable value a module holds (functions and submodules left out;
+    ``skip``: objects not to walk into)."""
     found = {}
     for name, value in list(vars(module).items()):
         if isinstance(value, _OPAQUE) and not _notebook_function(value):
             found[name] = (id(value),)
         elif not name.startswith("__"):
-            found[name] = _fingerprint(value)
+            found[name] = _fingerprint(value, skip)
     return found
 
 
@@ -264,8 +265,11 @@ def state_outside(fn, skip=()) -> dict[str, tuple]:
             continue  # IPython's history of inputs and outputs, which a call does not change
         if not isinstance(value, types.ModuleType):
             found[f"global {name}"] = _fingerprint(value, skip, namespace)
+    # A library module may refer to the call's arguments or to the notebook's namespace itself
+    # (the check helpers' record of the running cell does): both are fingerprinted on their own
+    # terms above, and an argument grows as it should, so neither is walked again from a module.
     for module in _library_modules():
-        for name, print_ in _module_state(module).items():
+        for name, print_ in _module_state(module, [*skip, namespace]).items():
             found[f"{module.__name__}.{name}"] = print_
     found["builtins"] = tuple(sorted(vars(builtins)))
     return found
