@@ -60,9 +60,9 @@ def peak_memory(fn, *args, **kwargs):
     return result, peak
 
 
-def best_time(fn, *args, repeat: int = 3, warmup: int = 1, **kwargs) -> float:
-    """The fastest of ``repeat`` wall times of ``fn(*args, **kwargs)``, in seconds, after ``warmup``
-    untimed calls; CUDA work is waited for (synchronized) before the clock stops."""
+def _wall_times(fn, args, kwargs, repeat: int, warmup: int) -> list[float]:
+    """``repeat`` wall times of ``fn(*args, **kwargs)`` after ``warmup`` untimed calls; CUDA work
+    is waited for (synchronized) before the clock stops."""
     cuda = "cuda" in _devices(args, kwargs)
 
     def once() -> float:
@@ -74,7 +74,13 @@ def best_time(fn, *args, repeat: int = 3, warmup: int = 1, **kwargs) -> float:
 
     for _ in range(warmup):
         once()
-    return min(once() for _ in range(max(1, repeat)))
+    return [once() for _ in range(max(1, repeat))]
+
+
+def best_time(fn, *args, repeat: int = 3, warmup: int = 1, **kwargs) -> float:
+    """The fastest of ``repeat`` wall times of ``fn(*args, **kwargs)``, in seconds, after ``warmup``
+    untimed calls; CUDA work is waited for (synchronized) before the clock stops."""
+    return min(_wall_times(fn, args, kwargs, repeat, warmup))
 
 
 def median_time(fn, *args, repeat: int = 5, warmup: int = 1, **kwargs) -> float:
@@ -82,18 +88,7 @@ def median_time(fn, *args, repeat: int = 5, warmup: int = 1, **kwargs) -> float:
     untimed calls (the first calls allocate, pick kernels and fill caches); CUDA work is waited for
     before the clock stops. A timing a lesson shows is one of these: a single run says more about
     what else the machine was doing than about ``fn``."""
-    cuda = "cuda" in _devices(args, kwargs)
-
-    def once() -> float:
-        start = time.perf_counter()
-        fn(*args, **kwargs)
-        if cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter() - start
-
-    for _ in range(warmup):
-        once()
-    return statistics.median(once() for _ in range(max(1, repeat)))
+    return statistics.median(_wall_times(fn, args, kwargs, repeat, warmup))
 
 
 class _MultiplyAdds(TorchFunctionMode):
