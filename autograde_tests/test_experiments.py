@@ -17,10 +17,17 @@ from attention_ref import experiments as reader
 from coursekit.course import experiments
 from coursekit.course.lessons import all_lessons
 from coursekit.course.numerics import CONDITIONS
+from coursekit.course.reading import KERNELSPEC
 
 pytestmark = pytest.mark.unit
 
 WITH_EXPERIMENTS = experiments.lessons_with_experiments(all_lessons())
+
+
+def _write_lesson(nb, folder) -> None:
+    """A tiny lesson source (solutions/<lesson>/tiny.md), as the course's sources are written."""
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    jupytext.write(nb, folder / "tiny.md", fmt="md:myst")
 
 
 def test_every_record_is_current_and_every_conclusion_holds_in_every_run():
@@ -70,12 +77,7 @@ def tiny_lesson(tmp_path, helper: str = HELPER):
         nbformat.v4.new_code_cell("other = 1"),
         nbformat.v4.new_code_cell(helper, metadata={"nbgrader": meta}),
     ])  # fmt: skip
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    jupytext.write(nb, folder / "tiny.md", fmt="md:myst")
+    _write_lesson(nb, folder)
     (folder / "experiments.yml").write_text(SPEC)
     (item,) = all_lessons(tmp_path)
     return item
@@ -190,12 +192,7 @@ def test_quotes_are_checked_under_a_condition_other_than_the_books(tmp_path):
         nbformat.v4.new_markdown_cell('With threads 2 <!-- from output: "threads 2" -->'),
         nbformat.v4.new_code_cell("1 / 0"),
     ])  # fmt: skip
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    jupytext.write(nb, folder / "tiny.md", fmt="md:myst")
+    _write_lesson(nb, folder)
     (item,) = all_lessons(tmp_path)
     _, found = missing_quotes(item, Condition(pinned=False, threads=2))
     assert len(found) == 1 and "ZeroDivisionError" in found[0]
