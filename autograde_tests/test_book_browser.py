@@ -76,6 +76,7 @@ class Visit:
     failures: list  # responses >= 400 and requests that failed
     formulas: int  # .math elements
     typeset: int  # mjx-container elements MathJax made
+    tex_errors: list  # what MathJax could not typeset: its error messages (mjx-merror)
     text: str  # the main column's visible text
     image_widths: list  # [src, naturalWidth] of every image
     violations: list  # axe-core's serious and critical findings, as sentences
@@ -113,6 +114,10 @@ def _visit(reader, site: str, path: str, axe_script: str) -> Visit:
         failures=failures,
         formulas=page.locator(".math").count(),
         typeset=page.locator("mjx-container").count(),
+        tex_errors=page.evaluate(
+            "() => Array.from(document.querySelectorAll('mjx-merror'))"
+            ".map(e => e.getAttribute('data-mjx-error'))"
+        ),
         text=page.inner_text("main"),
         image_widths=page.evaluate(
             "() => Array.from(document.images).map(i => [i.src, i.naturalWidth])"
@@ -193,6 +198,9 @@ def test_every_page_loads_offline_with_typeset_math_and_images(visits):
         assert visit.typeset >= visit.formulas, (
             f"{path}: {visit.formulas} formulas, {visit.typeset} typeset by MathJax"
         )
+        # a formula MathJax could not parse is typeset as its error, red on yellow (`A_\log`
+        # once showed "Missing open brace for subscript" in lesson 13)
+        assert not visit.tex_errors, f"{path}: MathJax could not typeset: {visit.tex_errors}"
         assert "$$" not in visit.text and "\\(" not in visit.text and "\\frac" not in visit.text, (
             f"{path}: raw TeX is shown"
         )
