@@ -26,18 +26,45 @@ def open_gradebook(path: Path):
     return Gradebook(f"sqlite:///{path}")
 
 
+# What SQLite keeps beside a database file while a transaction is open: a run killed mid-change
+# leaves them behind, a journal with the pages as they were before that change.
+_SIDE_FILES = ("-journal", "-wal", "-shm")
+
+
 def replace_gradebook(main: Path, change) -> None:
     """Apply ``change(gradebook)`` to a copy of ``main``, then rename the copy over it."""
     from sqlalchemy.exc import SAWarning
 
     tmp = main.with_name(main.name + ".merging")
-    shutil.copy2(main, tmp)
+    # A merge killed mid-transaction leaves gradebook.db.merging-journal. SQLite takes a journal
+    # beside a file for that file's and, on the next open, writes its old pages back: into the
+    # fresh copy made below, undoing every grade merged since (found by the hostile class's
+    # interrupted run: a student's comments gone, feedback refused). Nothing of an earlier copy
+    # may stay.
+    for leftover in [tmp, *(tmp.with_name(tmp.name + side) for side in _SIDE_FILES)]:
+        leftover.unlink(missing_ok=True)
+    _copy_database(main, tmp)
     with open_gradebook(tmp) as gradebook, warnings.catch_warnings():
         # nbgrader's add_submission autoflushes early; harmless
         warnings.simplefilter("ignore", SAWarning)
         change(gradebook)
         gradebook.db.commit()
     os.replace(tmp, main)
+
+
+def _copy_database(source: Path, target: Path) -> None:
+    """``source`` as SQLite reads it, into a new file ``target``: through SQLite's backup, so a
+    journal a killed writer (nbgrader's formgrader writes the gradebook in place) left beside
+    ``source`` is rolled back first, as it belongs, instead of being left out of a byte copy."""
+    import sqlite3
+
+    reading, writing = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        reading.backup(writing)
+    finally:
+        reading.close()
+        writing.close()
+    shutil.copymode(source, target)  # as the byte copy did: who may read the grades stays
 
 
 def require_assignment(main: Path, assignment: str) -> None:
