@@ -96,13 +96,16 @@ def _merge(x):
 
 def _short_conv(x, weight):
     """A causal depthwise convolution per model: ``x`` ``(models, batch, n, c)``, ``weight``
-    ``(models, c, width)``; position t mixes positions t - width + 1 .. t."""
-    models, batch, n, c = x.shape
-    folded = x.permute(1, 0, 3, 2).reshape(batch, models * c, n)
-    width = weight.shape[-1]
-    mixed = F.conv1d(F.pad(folded, (width - 1, 0)), weight.reshape(models * c, 1, width),
-                     groups=models * c)  # fmt: skip
-    return mixed.reshape(batch, models, c, n).permute(1, 0, 3, 2)
+    ``(models, c, width)``; position t mixes positions t - width + 1 .. t (as ``F.conv1d`` with
+    ``groups=c`` and ``width - 1`` zeros in front, written as ``width`` shifted products: on a
+    CPU, for inputs this small, several times faster to train than the convolution's kernels)."""
+    n, width = x.shape[-2], weight.shape[-1]
+    padded = F.pad(x, (0, 0, width - 1, 0))
+    taps = weight.unsqueeze(1).unsqueeze(1)  # (models, 1, 1, c, width)
+    mixed = padded[..., :n, :] * taps[..., 0]
+    for j in range(1, width):
+        mixed = mixed + padded[..., j : j + n, :] * taps[..., j]
+    return mixed
 
 
 def _stacked(draws, shape, scale):
@@ -163,8 +166,8 @@ class RecallModels(nn.Module):
         return heads
 
     def forward(self, tokens):
-        embed = self.embed
-        x = torch.stack([embed[m][tokens[m]] for m in range(len(self.seeds))])
+        which = torch.arange(len(self.seeds), device=tokens.device)[:, None, None]
+        x = self.embed[which, tokens]  # each model's own embedding of its own tokens
         h = F.layer_norm(x, x.shape[-1:])
         qkv = h @ self.qkv.unsqueeze(1)
         if self.conv is not None:
@@ -192,7 +195,7 @@ def train_recall(models, steps, *, pairs, num_keys, num_values, batch_size=32, l
     low, high = (pairs, pairs) if isinstance(pairs, int) else pairs
     schedule_draw = torch.Generator().manual_seed(0)  # the pair counts: the same for every seed
     draws = [torch.Generator().manual_seed(10_000 + int(s)) for s in models.seeds]
-    optimizer = torch.optim.AdamW(models.parameters(), lr=lr, weight_decay=0.1)
+    optimizer = torch.optim.AdamW(models.parameters(), lr=lr, weight_decay=0.1, fused=True)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, total_steps=steps, pct_start=0.1)
     losses = []
     models.train()
