@@ -236,6 +236,7 @@ def test_a_repository_setting_reaches_every_button_and_the_set_up_text(tmp_path)
     assert f"colab.research.google.com/github/some-org/some-course/blob/spring/{student}" in note
     assert f"mybinder.org/v2/gh/some-org/some-course/spring?labpath={student}" in note
     assert "%pip install git+https://github.com/some-org/some-course@spring" in note
+    assert "`make check`, which adds the hidden tests, needs a clone" in note  # no make there
     # ... and without it, the download alone, and no address in the configuration either
     assert "github" not in publishing.launch_header(lessons[0], "", "main").source
     bare = publishing.book_config("solutions", "", "main", lessons)

@@ -45,6 +45,15 @@ def test_each_set_installs_the_watched_packages():
         versions.requirements("old")
 
 
+def test_colab_installs_the_last_commit_as_the_book_says_not_the_folder():
+    # %pip install git+https://...@branch installs what git has: no untracked file, nothing
+    # setuptools left in build/lib
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert versions.colab_source() == f"git+file://{ROOT}@{commit}"
+
+
 def test_the_gpu_script_parses():
     script = ROOT / "coursekit" / "bench" / "gpu_check.sh"
     done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)

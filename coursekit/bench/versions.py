@@ -12,10 +12,10 @@ builds a virtual environment for each end of the range and one like Colab's, in
   list``, still apply: a machine may cap what it installs);
 * ``colab``: only what Colab has (PyTorch, NumPy, matplotlib, ``transformers``, Triton, IPython's
   kernel, at the course's pins; no ``make``, no Jupyter server, no nbgrader, no pytest, no
-  jupytext), the course installed as the
-  book tells a Colab user (``%pip install git+https://...``, here from this repository's folder:
-  no network), then every student notebook and every solved lesson executed in a folder outside
-  the repository, as Colab runs them.
+  jupytext), the course installed as the book tells a Colab user (``%pip install
+  git+https://...``, here ``git+file://`` this repository at its last commit: no network), then
+  every student notebook and every solved lesson executed in a folder outside the repository, as
+  Colab runs them.
 
 Not part of ``make test``: it downloads several GB (PyPI's PyTorch is the CUDA build, with
 NVIDIA's libraries) and executes the course three times. ``--sets`` and ``--lessons`` narrow it.
@@ -129,6 +129,25 @@ def overrides(name: str) -> list[str]:
     return ["--override", str(path)]
 
 
+def colab_source() -> str:
+    """What the colab set installs the course from: ``git+file://`` this repository at its last
+    commit, as the book's ``%pip install git+https://...@branch`` installs a clone of the
+    published branch. Not the folder itself: pip would then build the wheel from files git does
+    not have (untracked modules, setuptools' leftovers in ``build/lib``) and pass where a learner's
+    install fails."""
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    changed = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    if changed:
+        print(f"versions: colab installs commit {commit[:12]}; changes not committed are not in it",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return f"git+file://{ROOT}@{commit}"
+
+
 def make_venv(name: str, reuse: bool = False) -> Path:
     """build/versions/<name>: a new virtual environment with the set's packages and the course
     (``reuse``: the one a last run made, if there is one)."""
@@ -140,7 +159,7 @@ def make_venv(name: str, reuse: bool = False) -> Path:
     uv(venv, *requirements(name), *overrides(name))
     python = str(venv / "bin" / "python")
     if name == "colab":  # what the book tells a Colab user, with pip as %pip runs it
-        subprocess.run([python, "-m", "pip", "install", "--quiet", str(ROOT)], check=True)
+        subprocess.run([python, "-m", "pip", "install", "--quiet", colab_source()], check=True)
     else:
         uv(venv, "--no-deps", "-e", str(ROOT))
     kernel = ["-m", "ipykernel", "install", "--prefix", str(venv), "--name", f"course-{name}"]

@@ -168,7 +168,9 @@ def launch_header(item: Lesson, slug: str, branch: str) -> nbformat.NotebookNode
         )
         online = (
             f" Online, run `%pip install git+https://github.com/{slug}@{branch}` first, so that"
-            " the notebook finds the reference library."
+            " the notebook finds the reference library. There the test cells under the exercises"
+            " check your work as you go; `make check`, which adds the hidden tests, needs a clone"
+            " of the course."
         )
     text = "**Work through this lesson yourself:** " + " · ".join(links) + "." + online
     return nbformat.v4.new_markdown_cell(
