@@ -37,10 +37,9 @@ from torch import nn
 
 from .masking import causal_mask
 from .model import Adam
-from .multihead import init_params, split_heads
+from .multihead import init_params, merge_heads, split_heads
 from .positional import positional_encoding
 from .retrieval import weighted_sum
-from .sdpa import attention_weights
 
 __all__ = [
     "BOS",
@@ -134,6 +133,10 @@ class AttentionOnly(nn.Module):
             for _ in range(num_layers)
         )
         self.unembed = nn.Parameter(gauss(d_model, vocab_size))
+        # lesson 3's causal mask as a term added to the scores: 0 where key j <= query i, -inf
+        # above the diagonal. Not saved with the weights (persistent=False): the model makes it.
+        addend = torch.zeros(n_ctx, n_ctx).masked_fill(~causal_mask(n_ctx), -torch.inf)
+        self.register_buffer("mask_addend", addend, persistent=False)
 
     # The weights in TransformerLens's layout: W_Q, W_K, W_V (layers, heads, d_model, d_head),
     # W_O (layers, heads, d_head, d_model). Views of the parameters: gradients flow through them.
@@ -159,16 +162,36 @@ class AttentionOnly(nn.Module):
                 f"{tokens.shape[-1]} positions, but the model has n_ctx = {self.n_ctx}"
             )
 
+    def _attend(self, x: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each head's ``(z (..., h, n, d_head), weights (..., h, n, n))`` in ``layer``: lesson 2's
+        softmax(Q K^T / sqrt(d_head)) V under lesson 3's causal mask, in fewer steps than
+        ``attention_weights`` takes (most of training's time is spent here): the mask is added to
+        the scores rather than filled in, and the softmax is torch's own, since a causal mask
+        leaves every query its own key and no row is -inf throughout (lesson 2's care for such
+        rows has nothing to do)."""
+        params, n = self.layers[layer], x.shape[-2]
+        if n > self.n_ctx:
+            raise ValueError(f"{n} positions, but the model has n_ctx = {self.n_ctx}")
+        q, k, v = (split_heads(x @ params[f"w_{c}"], self.num_heads) for c in "qkv")
+        q = q * (1.0 / math.sqrt(self.d_head))  # as lesson 2 scales: the queries, not the scores
+        weights = torch.softmax(q @ k.transpose(-1, -2) + self.mask_addend[:n, :n], dim=-1)
+        return weighted_sum(weights, v), weights
+
     def head_outputs(self, x: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """What each head of ``layer`` writes to the residual stream ``x`` ``(..., n, d_model)``:
         ``(outputs (..., h, n, d_model), weights (..., h, n, n))``; their sum over the heads is
         lesson 4's multi-head attention of ``x``."""
-        params, n = self.layers[layer], x.shape[-2]
-        q, k, v = (split_heads(x @ params[f"w_{c}"], self.num_heads) for c in "qkv")
-        weights = attention_weights(q, k, causal_mask(n, device=x.device))
-        z = weighted_sum(weights, v)  # (..., h, n, d_head)
-        w_o = params["w_o"].reshape(self.num_heads, self.d_head, self.d_model)
+        z, weights = self._attend(x, layer)
+        w_o = self.layers[layer]["w_o"].reshape(self.num_heads, self.d_head, self.d_model)
         return z @ w_o, weights
+
+    def _layer_output(self, x: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sum of what the heads of ``layer`` write, ``(..., n, d_model)``, and their weights:
+        lesson 4's Concat(head_1, ..., head_h) W_O, one product where ``head_outputs`` takes h
+        products and a sum (the same numbers, to rounding; the forward pass's way when no head
+        is edited)."""
+        z, weights = self._attend(x, layer)
+        return merge_heads(z) @ self.layers[layer]["w_o"], weights
 
     def forward(self, tokens: torch.Tensor, edit_heads=None, return_weights: bool = False):
         """Logits ``(..., n, vocab)`` of the token ids ``(..., n)``.
@@ -181,10 +204,12 @@ class AttentionOnly(nn.Module):
         x = self.embed[tokens] + self.positions[: tokens.shape[-1]]
         weights = []
         for layer in range(self.num_layers):
-            outputs, w = self.head_outputs(x, layer)
-            if edit_heads is not None:
-                outputs = edit_heads(layer, outputs)
-            x = x + outputs.sum(dim=-3)
+            if edit_heads is None:
+                written, w = self._layer_output(x, layer)
+            else:
+                outputs, w = self.head_outputs(x, layer)
+                written = edit_heads(layer, outputs).sum(dim=-3)
+            x = x + written
             weights.append(w)
         logits = x @ self.unembed
         return (logits, weights) if return_weights else logits
@@ -239,7 +264,8 @@ def train_attention_only(
             batch_size, model.n_ctx, model.vocab_size, min_len, max_len, generator
         )
         tokens, lengths = tokens.to(device), lengths.to(device)
-        log_probs = torch.log_softmax(model(tokens)[:, :-1], dim=-1)
+        # the last token predicts nothing here: leave it out (causal, so nothing else changes)
+        log_probs = torch.log_softmax(model(tokens[:, :-1]), dim=-1)
         losses = -log_probs.gather(-1, tokens[:, 1:, None])[..., 0]  # (batch, n - 1)
         repeats = torch.arange(1, model.n_ctx, device=device)[None, :] > lengths[:, None]
         loss = losses.mean()
