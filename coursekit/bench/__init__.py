@@ -5,7 +5,7 @@ fails when a target is missed (a shared or slower machine moves the numbers). Th
 
   lessons    each solved lesson executed top to bottom by nbclient (hidden tests included), and
              the whole course, next to the floor: a notebook that only imports numpy, torch
-             and matplotlib. Targets: whole course <= 60 s, no lesson above 4x the floor.
+             and matplotlib. Targets: whole course <= 60 s, no lesson above 6x the floor.
   attention  lesson 2's reference attention (NumPy and PyTorch) and lesson 9's tiled attention
              against F.scaled_dot_product_attention (and each of its backends this machine has)
              on the CPU, B=8 h=8 n=512 d=64 float32, timed interleaved in one run.
