@@ -63,6 +63,39 @@ def test_the_models_beside_each_other_are_independent():
         )
 
 
+@pytest.mark.parametrize(
+    "variants",
+    [
+        [dict(mixer="delta"), dict(mixer="gated_delta"), dict(mixer="gated_delta", conv=False)],
+        [dict(mixer="attention"), dict(mixer="attention", gated=True)],
+    ],
+)
+def test_variants_trained_side_by_side_are_each_the_model_trained_alone(variants):
+    task = dict(pairs=3, num_keys=6, num_values=6, batch_size=4, lr=2e-2)
+    options = {key: [v.get(key, default) for v in variants for _ in (1, 2)]
+               for key, default in (("mixer", None), ("conv", True), ("gated", False))}  # fmt: skip
+    together = RecallModels(
+        [1, 2] * len(variants), vocab_size=13, d_model=8, chunk_size=4, **options
+    )
+    losses = train_recall(together, 12, **task)
+    tokens, _ = mqar_batch(3, 3, 6, 6, torch.Generator().manual_seed(9))
+    for i, variant in enumerate(variants):
+        alone = RecallModels([1, 2], vocab_size=13, d_model=8, chunk_size=4, **variant)
+        torch.testing.assert_close(train_recall(alone, 12, **task), losses[:, 2 * i : 2 * i + 2])
+        with torch.no_grad():
+            torch.testing.assert_close(
+                alone(tokens.expand(2, 3, 10)),
+                together(tokens.expand(2 * len(variants), 3, 10))[2 * i : 2 * i + 2],
+            )
+
+
+def test_variants_of_two_kinds_of_mixer_are_refused():
+    with pytest.raises(ValueError, match="one kind of mixer"):
+        RecallModels([1, 2], ["linear", "delta"], vocab_size=13)
+    with pytest.raises(ValueError, match="one for every model"):
+        RecallModels([1, 2], "attention", gated=[True], vocab_size=13)
+
+
 def test_the_delta_mixers_run_the_rule_they_are_given():
     calls = []
 

@@ -14,7 +14,10 @@ targets are -100 (ignored) except at the queries, where they are the values aske
 
 ``RecallModels(seeds, mixer, ...)``: one model per seed, trained together (every parameter has a
 leading axis, one slice per model, so one matrix product serves every model): an embedding, one
-residual block with a token mixer, a read-out; no positional encoding. The mixer is
+residual block with a token mixer, a read-out; no positional encoding. ``mixer``, ``conv`` and
+``gated`` may be given per model, to train variants of one kind of mixer side by side (the delta
+rule with the gated one, with and without the convolution; attention with and without its gate),
+each model the one it would be alone. The mixer is
 
 * ``"linear"``: linear attention without a normaliser, ``S_t = S_{t-1} + k_t v_t^T``;
 * ``"delta"``: the delta rule (the gated delta rule with ``log_decay = 0``);
@@ -86,8 +89,16 @@ def mqar_batch(batch_size: int, num_pairs: int, num_keys: int, num_values: int, 
 
 
 def _heads(x, num_heads):
-    """``(models, batch, n, h * d)`` -> ``(models, batch, h, n, d)``."""
-    return x.unflatten(-1, (num_heads, -1)).transpose(-2, -3)
+    """``(models, batch, n, h * d)`` -> ``(models, batch, h, n, d)``, laid out in that order (the
+    products that follow then copy nothing)."""
+    return x.unflatten(-1, (num_heads, -1)).transpose(-2, -3).contiguous()
+
+
+def _project(x, weight):
+    """Each model's rows times its own matrix: ``x`` ``(models, ..., d)``, ``weight`` ``(models,
+    d, e)`` -> ``(models, ..., e)``, as one batched product over the models (broadcasting the
+    weight over the batch would copy it once per text)."""
+    return (x.flatten(1, -2) @ weight).unflatten(1, x.shape[1:-1])
 
 
 def _merge(x):
@@ -108,47 +119,87 @@ def _short_conv(x, weight):
     return mixed
 
 
-def _stacked(draws, shape, scale):
-    """One ``shape`` slice per model, each drawn from that model's own generator."""
-    return nn.Parameter(torch.stack([torch.randn(shape, generator=g) * scale for g in draws]))
+def _stacked(draws, shape, scale, has=None):
+    """One ``shape`` slice per model, each drawn from that model's own generator; zeros (and no
+    draw) for a model that lacks the parameter (``has``: one bool per model)."""
+    has = [True] * len(draws) if has is None else has
+    slices = [torch.randn(shape, generator=g) * scale if used else torch.zeros(shape)
+              for g, used in zip(draws, has)]  # fmt: skip
+    return nn.Parameter(torch.stack(slices))
+
+
+def _per_model(name, value, count):
+    """``value`` given once for every model, or as one per model: a list of ``count``."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * count
+    if len(values) != count:
+        raise ValueError(f"{name}: one for every model ({count}), got {len(values)}")
+    return values
+
+
+FAMILY = {"linear": "linear", "delta": "delta", "gated_delta": "delta", "attention": "attention"}
 
 
 class RecallModels(nn.Module):
     """One one-layer MQAR model per seed, trained together: ``models(tokens)`` with tokens
     ``(models, batch, n)`` gives logits ``(models, batch, n, vocab_size)``. See the module
-    docstring. After a forward, ``weights`` holds an attention mixer's weights ``(models, batch,
-    h, n, n)`` and ``gates`` its gates ``(models, batch, h, n, d_v)`` (None otherwise)."""
+    docstring. ``mixer``, ``conv`` and ``gated`` may also be given per model (lists as long as
+    ``seeds``; the mixers then of one kind: ``"delta"`` with ``"gated_delta"``, plain attention
+    with gated): variants of one mixer trained side by side, each model as it would be alone (a
+    parameter a model lacks is zero and gets no gradient). After a forward, ``weights`` holds an
+    attention mixer's weights ``(models, batch, h, n, n)`` and ``gates`` its gates ``(models,
+    batch, h, n, d_v)`` (None otherwise; ones for a model without a gate)."""
 
     def __init__(self, seeds, mixer, *, vocab_size, d_model=16, num_heads=2, conv=True,
                  gated=False, delta_rule=gated_delta_rule_chunked, chunk_size=64):  # fmt: skip
         super().__init__()
-        if mixer not in MIXERS:
-            raise ValueError(f"mixer is one of {MIXERS}, got {mixer!r}")
-        if gated and mixer != "attention":
-            raise ValueError(f"only the attention mixer has a gate, got gated=True for {mixer!r}")
-        self.seeds, self.mixer, self.num_heads = list(seeds), mixer, num_heads
+        self.seeds = list(seeds)
+        mixers = _per_model("mixer", mixer, len(self.seeds))
+        convs, gates = (
+            _per_model(n, v, len(self.seeds)) for n, v in (("conv", conv), ("gated", gated))
+        )
+        for name in mixers:
+            if name not in MIXERS:
+                raise ValueError(f"mixer is one of {MIXERS}, got {name!r}")
+        if len({FAMILY[name] for name in mixers}) > 1:
+            raise ValueError(
+                f"models trained together run one kind of mixer, got {sorted(set(mixers))}"
+            )
+        for name, has_gate in zip(mixers, gates):
+            if has_gate and name != "attention":
+                raise ValueError(
+                    f"only the attention mixer has a gate, got gated=True for {name!r}"
+                )
+        self.mixer, self.kind, self.num_heads = mixer, FAMILY[mixers[0]], num_heads
         self.delta_rule, self.chunk_size = delta_rule, chunk_size
         draws = [torch.Generator().manual_seed(int(s)) for s in self.seeds]
+        decays = [name == "gated_delta" for name in mixers]
         d = d_model
         self.embed = _stacked(draws, (vocab_size, d), 1.0)
         self.qkv = _stacked(draws, (d, 3 * d), d**-0.5)
-        self.conv = _stacked(draws, (3 * d, 4), 0.25) if conv else None
-        self.beta = _stacked(draws, (d, num_heads), d**-0.5) if "delta" in mixer else None
-        self.decay = _stacked(draws, (d, num_heads), d**-0.5) if mixer == "gated_delta" else None
-        self.gate = _stacked(draws, (d, d), d**-0.5) if gated else None
+        self.conv = _stacked(draws, (3 * d, 4), 0.25, convs) if any(convs) else None
+        self.beta = _stacked(draws, (d, num_heads), d**-0.5) if self.kind == "delta" else None
+        self.decay = _stacked(draws, (d, num_heads), d**-0.5, decays) if any(decays) else None
+        self.gate = _stacked(draws, (d, d), d**-0.5, gates) if any(gates) else None
         self.out = _stacked(draws, (d, d), d**-0.5)
         self.readout = _stacked(draws, (d, vocab_size), d**-0.5)
+        for name, flags in (
+            ("conv_on", convs),
+            ("decay_on", decays),
+            ("gate_on", gates),
+        ):  # (models, 1, 1, 1)
+            self.register_buffer(name, torch.tensor(flags).reshape(-1, 1, 1, 1), persistent=False)
         self.weights = self.gates = None
 
     def _linear(self, x, q, k, v):
         q = F.normalize(q, dim=-1) * q.shape[-1] ** -0.5
         k = F.normalize(k, dim=-1)
-        if self.mixer == "linear":
+        if self.kind == "linear":
             return (q @ k.transpose(-1, -2)).tril() @ v  # S_t = sum_{i<=t} k_i v_i^T, read by q_t
-        beta = torch.sigmoid(x @ self.beta.unsqueeze(1)).transpose(-1, -2)  # (models, batch, h, n)
+        beta = torch.sigmoid(_project(x, self.beta)).transpose(-1, -2)  # (models, batch, h, n)
         log_decay = torch.zeros_like(beta)
-        if self.decay is not None:
-            log_decay = F.logsigmoid(x @ self.decay.unsqueeze(1) + DECAY_BIAS).transpose(-1, -2)
+        if self.decay is not None:  # 0 (no decay) for a model without one
+            logits = _project(x, self.decay) + DECAY_BIAS
+            log_decay = F.logsigmoid(logits).transpose(-1, -2) * self.decay_on
         out, _ = self.delta_rule(q, k, v, beta, log_decay, self.chunk_size)
         return out
 
@@ -160,7 +211,9 @@ class RecallModels(nn.Module):
         self.weights = weights.detach()
         heads = weights @ v
         if self.gate is not None:
-            gates = torch.sigmoid(_heads(x @ self.gate.unsqueeze(1), self.num_heads))
+            gates = torch.sigmoid(_heads(_project(x, self.gate), self.num_heads))
+            if not bool(self.gate_on.all()):  # ones for a model without a gate
+                gates = torch.where(self.gate_on.unsqueeze(-1), gates, 1.0)
             self.gates = gates.detach()
             heads = heads * gates
         return heads
@@ -169,13 +222,14 @@ class RecallModels(nn.Module):
         which = torch.arange(len(self.seeds), device=tokens.device)[:, None, None]
         x = self.embed[which, tokens]  # each model's own embedding of its own tokens
         h = F.layer_norm(x, x.shape[-1:])
-        qkv = h @ self.qkv.unsqueeze(1)
+        qkv = _project(h, self.qkv)
         if self.conv is not None:
-            qkv = _short_conv(qkv, self.conv)
+            mixed = _short_conv(qkv, self.conv)
+            qkv = mixed if bool(self.conv_on.all()) else torch.where(self.conv_on, mixed, qkv)
         q, k, v = (_heads(t, self.num_heads) for t in F.silu(qkv).chunk(3, dim=-1))
-        mixed = (self._attention if self.mixer == "attention" else self._linear)(h, q, k, v)
-        x = x + _merge(mixed) @ self.out.unsqueeze(1)
-        return F.layer_norm(x, x.shape[-1:]) @ self.readout.unsqueeze(1)
+        mixed = (self._attention if self.kind == "attention" else self._linear)(h, q, k, v)
+        x = x + _project(_merge(mixed), self.out)
+        return _project(F.layer_norm(x, x.shape[-1:]), self.readout)
 
 
 def _batches(models, batch_size, num_pairs, num_keys, num_values, draws):
@@ -231,7 +285,7 @@ def recall_accuracy(models, num_pairs, *, num_keys, num_values, batch_size=256, 
 def first_position_share(models, tokens, skip: int = 8) -> torch.Tensor:
     """An attention mixer's mean weight on position 0 (``BOS``) from queries ``skip .. n - 1``
     of ``tokens`` ``(batch, n)``: ``(models, heads)``."""
-    if models.mixer != "attention":
+    if models.kind != "attention":
         raise ValueError(f"only an attention mixer has weights to read, got {models.mixer!r}")
     models(tokens.expand(len(models.seeds), *tokens.shape).to(models.embed.device))
     return models.weights[:, :, :, skip:, 0].mean(dim=(1, 3)).cpu()
