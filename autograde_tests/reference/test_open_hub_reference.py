@@ -49,9 +49,12 @@ def _hf_from_folder(folder, dtype=torch.float32):
     if config.get("quantization_config"):  # MXFP4: dequantized, as on a machine without kernels
         extra["quantization_config"] = transformers.Mxfp4Config(dequantize=True)
     transformers.logging.set_verbosity_error()
-    return transformers.AutoModelForCausalLM.from_pretrained(
+    model = transformers.AutoModelForCausalLM.from_pretrained(
         folder, dtype=dtype, experts_implementation="eager", **extra
     ).eval()
+    for experts in (m for m in model.modules() if type(m).__name__ == "GptOssExperts"):
+        experts.to(dtype)  # transformers before 5.23 dequantizes into bfloat16 (exact: FP4 x 2^k)
+    return model
 
 
 def _tokens(n, batch=2, seed=0):
