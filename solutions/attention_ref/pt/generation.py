@@ -36,7 +36,12 @@ def sample_next(logits, temperature: float = 1.0, top_k: int | None = None, rng=
     """One token id per row of ``logits`` ``(..., vocab)`` drawn from ``next_token_distribution``
     with ``torch.multinomial``: ``(...)`` long. ``rng``: a ``torch.Generator`` on the logits'
     device, or None."""
-    probs = next_token_distribution(logits, temperature, top_k)
+    return draw_tokens(next_token_distribution(logits, temperature, top_k), rng)
+
+
+def draw_tokens(probs, rng=None) -> torch.Tensor:
+    """One token id per row of the distributions ``probs`` ``(..., vocab)``, drawn with
+    ``torch.multinomial``: ``(...)`` long (lesson 10's top-k and lesson 14's top-p draw alike)."""
     flat = probs.reshape(-1, probs.shape[-1]).float()  # multinomial wants float32 or float64
     return torch.multinomial(flat, 1, generator=rng).reshape(probs.shape[:-1])
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .generation import next_token_distribution
+from .generation import draw_tokens, next_token_distribution
 from .open_model import new_caches
 
 __all__ = ["top_p_distribution", "sample_top_p", "stream_reply", "decode_stream"]
@@ -42,9 +42,7 @@ def top_p_distribution(logits, temperature: float = 1.0, top_p: float = 1.0) -> 
 
 def sample_top_p(logits, temperature: float = 1.0, top_p: float = 1.0, rng=None) -> torch.Tensor:
     """One token id per row of ``logits`` ``(..., vocab)`` drawn from ``top_p_distribution``."""
-    probs = top_p_distribution(logits, temperature, top_p)
-    flat = probs.reshape(-1, probs.shape[-1]).float()
-    return torch.multinomial(flat, 1, generator=rng).reshape(probs.shape[:-1])
+    return draw_tokens(top_p_distribution(logits, temperature, top_p), rng)
 
 
 def stream_reply(forward, params, spec, prompt_ids, max_new: int, stop_ids=(), temperature=1.0,
